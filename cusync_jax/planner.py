@@ -1,0 +1,249 @@
+"""The planner: the paper's wave model, and the static plan an op runs with.
+
+A tiled kernel runs its tiles in waves of ``slots = SMs x CTAs per SM``. Two
+dependent kernels in stream order each pay their own partial last wave:
+
+    waves_stream = ceil(T1 / slots) + ceil(T2 / slots)
+
+while with fine-grained synchronization the consumer's tiles fill the
+producer's last wave:
+
+    waves_synced = ceil((T1 + T2) / slots)
+
+(GPT-3 MLP at 1024 tokens on an 80-SM V100 with 256x128 tiles, 2 per SM:
+192 + 384 tiles, 2 + 3 = 5 waves vs 4.) Producer and consumer tiles do not
+take equally long (their k extents differ), so the planner also simulates the
+tile schedule with per-tile durations (``makespan``), which is what it
+compares when it picks a tile shape.
+"""
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+from typing import Optional, Sequence
+
+from . import kernels
+from .activations import activation_slices, check_activation
+from .kernels import TileShape
+from .policies import (MODE_CODES, ORDER_CODES, MODES, Optimizations, Policy, RowSync,
+                       StridedSync, TileSync, parse_policy)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceModel:
+    """What the wave model needs to know of a device."""
+
+    name: str
+    sms: int
+    # (tile m, tile n) -> CTAs per SM; tiles not listed get `default_ctas`.
+    ctas: tuple = ()
+    default_ctas: int = 1
+
+    def ctas_per_sm(self, tile: TileShape) -> int:
+        return dict(self.ctas).get((tile.m, tile.n), self.default_ctas)
+
+
+V100 = DeviceModel("V100", 80, ctas=(((256, 128), 2),), default_ctas=2)
+A100 = DeviceModel("A100", 108, default_ctas=1)
+H200 = DeviceModel("H200", 132, default_ctas=1)
+DEVICES = {"v100": V100, "a100": A100, "h100": DeviceModel("H100", 132), "h200": H200}
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuOptions:
+    """Controls of the CPU tile executor (ignored by the GPU backend).
+
+    threads: worker threads, 0 for one per core. delay_us and seed: a random
+    sleep in [0, delay_us) before each tile (testing: it shuffles the
+    interleaving). wait_timeout_ms: a consumer wait longer than this fails the
+    call instead of hanging.
+    """
+
+    threads: int = 0
+    delay_us: int = 0
+    seed: int = 0
+    wait_timeout_ms: int = 60_000
+
+
+@dataclasses.dataclass(frozen=True)
+class MlpPlan:
+    """Everything static an op runs with; hashable, so it is a primitive param."""
+
+    tile1: TileShape
+    tile2: TileShape
+    policy: Policy
+    mode: str
+    order1: str = "row_major"
+    order2: str = "row_major"
+    optimizations: Optimizations = Optimizations()
+    kernel: int = 0
+    cpu: CpuOptions = CpuOptions()
+
+    def attributes(self, activation_code: int) -> dict:
+        """The FFI attributes (names as in ffi/common/mlp_spec.h)."""
+        return dict(
+            activation=activation_code, policy=self.policy.code, under_wait=self.policy.under_wait,
+            tile_m1=self.tile1.m, tile_n1=self.tile1.n, tile_k1=self.tile1.k,
+            tile_m2=self.tile2.m, tile_n2=self.tile2.n, tile_k2=self.tile2.k,
+            order1=ORDER_CODES[self.order1], order2=ORDER_CODES[self.order2],
+            mode=MODE_CODES[self.mode], optimizations=self.optimizations.bits(),
+            kernel=self.kernel, threads=self.cpu.threads, delay_us=self.cpu.delay_us,
+            seed=self.cpu.seed, wait_timeout_ms=self.cpu.wait_timeout_ms)
+
+
+def grid(rows: int, cols: int, tile: TileShape, slices: int = 1) -> tuple:
+    """(tile rows, tile columns) of a stage; each slice is tiled on its own."""
+    return math.ceil(rows / tile.m), slices * math.ceil(cols / tile.n)
+
+
+def sync_words(tokens: int, ffn: int, slices: int, tile1: TileShape, header: int) -> int:
+    r, c = grid(tokens, ffn, tile1, slices)
+    return header + r * c
+
+
+def makespan(durations: Sequence[float], slots: int) -> float:
+    """Finish time of tiles handed out in order to the first free slot."""
+    free = [0.0] * max(1, slots)
+    heapq.heapify(free)
+    end = 0.0
+    for d in durations:
+        t = heapq.heappop(free) + d
+        end = max(end, t)
+        heapq.heappush(free, t)
+    return end
+
+
+@dataclasses.dataclass(frozen=True)
+class MlpPlanReport:
+    """What plan_mlp decided and why (the wave model's numbers)."""
+
+    device: str
+    tokens: int
+    hidden: int
+    ffn: int
+    out: int
+    activation: str
+    tile1: TileShape
+    tile2: TileShape
+    grid1: tuple
+    grid2: tuple
+    tiles1: int
+    tiles2: int
+    slots: int
+    waves_stream: int
+    waves_synced: int
+    makespan_stream: float   # simulated, in multiply-adds per slot
+    makespan_synced: float
+    policy: Policy
+    mode: str
+    plan: MlpPlan
+
+    @property
+    def waves_saved(self) -> int:
+        return self.waves_stream - self.waves_synced
+
+
+def _auto_policy(tokens: int, activation: str, tile1: TileShape) -> Policy:
+    """The paper's finding: TileSync wins while the producer has few tile rows
+    (small batch), RowSync above; SwiGLU consumers read two column slices, so
+    StridedSync groups them."""
+    if activation_slices(activation) > 1:
+        return StridedSync(activation_slices(activation))
+    return TileSync() if math.ceil(tokens / tile1.m) <= 2 else RowSync()
+
+
+def _as_tiles(tile) -> tuple:
+    if tile is None:
+        return None
+    if isinstance(tile, TileShape):
+        return tile, tile
+    if (isinstance(tile, (tuple, list)) and len(tile) == 2
+            and all(isinstance(t, (tuple, list, TileShape)) for t in tile)):
+        return tuple(t if isinstance(t, TileShape) else TileShape(*t) for t in tile)
+    if isinstance(tile, (tuple, list)) and len(tile) in (2, 3):
+        t = TileShape(*tile) if len(tile) == 3 else TileShape(tile[0], tile[1], 64)
+        return t, t
+    raise ValueError(
+        "tile: expected (m, n), (m, n, k), a TileShape, or a pair of them for the two GEMMs; "
+        f"got {tile!r}")
+
+
+def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, tile2, policy, mode,
+            order1, order2, optimizations, kernel, cpu) -> MlpPlanReport:
+    slices = activation_slices(activation)
+    g1 = grid(tokens, ffn, tile1, slices)
+    g2 = grid(tokens, out, tile2)
+    t1, t2 = g1[0] * g1[1], g2[0] * g2[1]
+    slots = device.sms * min(device.ctas_per_sm(tile1), device.ctas_per_sm(tile2))
+    d1 = [float(tile1.m * tile1.n * hidden)] * t1   # multiply-adds of one tile
+    d2 = [float(tile2.m * tile2.n * ffn)] * t2
+    plan = MlpPlan(tile1, tile2, policy, mode, order1, order2, optimizations, kernel, cpu)
+    return MlpPlanReport(
+        device=device.name, tokens=tokens, hidden=hidden, ffn=ffn, out=out, activation=activation,
+        tile1=tile1, tile2=tile2, grid1=g1, grid2=g2, tiles1=t1, tiles2=t2, slots=slots,
+        waves_stream=math.ceil(t1 / slots) + math.ceil(t2 / slots),
+        waves_synced=math.ceil((t1 + t2) / slots),
+        makespan_stream=makespan(d1, slots) + makespan(d2, slots),
+        makespan_synced=makespan(d1 + d2, slots),
+        policy=policy, mode=mode, plan=plan)
+
+
+def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
+             activation: str = "gelu", device="h200", tile=None, policy="auto", mode="auto",
+             optimizations: Optional[Optimizations] = None,
+             cpu: Optional[CpuOptions] = None) -> MlpPlanReport:
+    """Plans y = act(x @ w1) @ w2 with x [tokens, hidden], w1 [hidden, ffn]
+    (2 * ffn for SwiGLU), w2 [ffn, out] (out defaults to hidden).
+
+    device: "cpu", a name in DEVICES, or a DeviceModel. Returns the report of
+    the chosen plan; ``report.plan`` is what the op runs with.
+    """
+    for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
+        if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
+            raise ValueError(f"{name}: expected a positive int, got {v!r}")
+    out = hidden if out is None else out
+    activation = check_activation(activation)
+    if mode not in ("auto",) + MODES:
+        raise ValueError(f"mode: expected 'auto' or one of {MODES}, got {mode!r}")
+    optimizations = optimizations or Optimizations()
+    cpu = cpu or CpuOptions()
+    chosen_policy = parse_policy(policy)
+    slices = activation_slices(activation)
+    if isinstance(chosen_policy, StridedSync) and chosen_policy.slices != slices:
+        raise ValueError(
+            f"policy: StridedSync({chosen_policy.slices}) needs an activation whose w1 has "
+            f"{chosen_policy.slices} column slices; activation {activation!r} has {slices}")
+    tiles = _as_tiles(tile)
+    on_cpu = isinstance(device, str) and device.lower() == "cpu"
+    model = H200 if on_cpu else (device if isinstance(device, DeviceModel) else DEVICES.get(
+        str(device).lower()))
+    if model is None:
+        raise ValueError(f"device: expected 'cpu', one of {sorted(DEVICES)} or a DeviceModel, "
+                         f"got {device!r}")
+    run_mode = "fused" if mode == "auto" else mode
+
+    if on_cpu:
+        t1, t2 = tiles or (kernels.CPU_DEFAULT_TILE, kernels.CPU_DEFAULT_TILE)
+        candidates = [(t1, t2, 0)]
+    elif tiles is not None:
+        # Any tile shape is valid for the model; running it on a GPU checks it
+        # against the compiled kernels.
+        known = {c.tile: c.kernel for c in kernels.CUDA_CONFIGS}
+        candidates = [(tiles[0], tiles[1], known.get(tiles[0], 0))]
+    else:
+        candidates = [(c.tile, c.tile, c.kernel) for c in kernels.CUDA_CONFIGS]
+
+    best = None
+    for t1, t2, kernel in candidates:
+        pol = chosen_policy or _auto_policy(tokens, activation, t1)
+        order1 = "strided" if isinstance(pol, StridedSync) else "row_major"
+        rep = _report(model, tokens, hidden, ffn, out, activation, t1, t2, pol, run_mode, order1,
+                      "row_major", optimizations, kernel, cpu)
+        cost = rep.makespan_synced if run_mode != "serial" else rep.makespan_stream
+        if best is None or cost < best[0]:
+            best = (cost, rep)
+    report = best[1]
+    if on_cpu:
+        report = dataclasses.replace(report, device="cpu")
+    return report

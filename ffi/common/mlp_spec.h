@@ -1,0 +1,118 @@
+// The plain C++ description of one synced-MLP call, decoded from the FFI
+// attributes that the Python plan lowers to. Shared by the CPU and CUDA
+// handlers so both read the plan the same way.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cusync/activation.h"
+#include "cusync/policy.h"
+#include "cusync/stage.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace cusync_ffi {
+
+enum class Mode : int {
+  kSerial = 0,   // producer then consumer in stream order (StreamSync baseline)
+  kStreams = 1,  // producer and consumer run concurrently (two streams / two thread groups)
+  kFused = 2,    // one persistent worker set takes producer tiles, then consumer tiles
+};
+
+struct MlpSpec {
+  int64_t tokens = 0, hidden = 0, ffn = 0, out = 0;  // x [T,H] w1 [H,S*F] w2 [F,O]
+  cusync::Activation activation = cusync::Activation::kIdentity;
+  cusync::Stage producer{};  // [T, S*F] intermediate
+  cusync::Stage consumer{};  // [T, O] output
+  int tile_k1 = 0, tile_k2 = 0;
+  cusync::Policy policy{};
+  Mode mode = Mode::kFused;
+  int optimizations = 0;
+  int kernel = 0;  // GPU kernel family (0 = default for the device)
+  // CPU executor controls (ignored on GPU): worker threads (0 = all cores),
+  // random per-tile delay bound and its seed (testing), wait timeout.
+  int threads = 0;
+  int delay_us = 0;
+  int64_t seed = 0;
+  int64_t wait_timeout_ms = 0;
+};
+
+namespace internal {
+template <class T>
+inline xla::ffi::Error get_attr(const xla::ffi::Dictionary& d, const char* name, T* out) {
+  auto v = d.get<int64_t>(name);
+  if (!v.has_value()) {
+    return xla::ffi::Error::InvalidArgument(std::string("cusync_jax: missing integer attribute '") +
+                                            name + "'");
+  }
+  *out = static_cast<T>(*v);
+  return xla::ffi::Error::Success();
+}
+}  // namespace internal
+
+// Decodes the attributes and the operand shapes; every inconsistency is an
+// InvalidArgument naming what was wrong (Python validates first; this is the
+// second line for callers that bypass it).
+inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const xla::ffi::AnyBuffer& x,
+                                       const xla::ffi::AnyBuffer& w1, const xla::ffi::AnyBuffer& w2,
+                                       MlpSpec* spec) {
+  using xla::ffi::Error;
+  auto xd = x.dimensions();
+  auto w1d = w1.dimensions();
+  auto w2d = w2.dimensions();
+  if (xd.size() != 2 || w1d.size() != 2 || w2d.size() != 2) {
+    return Error::InvalidArgument("cusync_jax: synced_mlp expects 2-D x, w1 and w2");
+  }
+  int act = 0, policy = 0, under = 0, order1 = 0, order2 = 0, mode = 0;
+  int tm1 = 0, tn1 = 0, tm2 = 0, tn2 = 0;
+#define CUSYNC_GET(name, dst)                                              \
+  if (auto e = internal::get_attr(attrs, name, dst); e.failure()) return e;
+  CUSYNC_GET("activation", &act)
+  CUSYNC_GET("policy", &policy)
+  CUSYNC_GET("under_wait", &under)
+  CUSYNC_GET("tile_m1", &tm1)
+  CUSYNC_GET("tile_n1", &tn1)
+  CUSYNC_GET("tile_k1", &spec->tile_k1)
+  CUSYNC_GET("tile_m2", &tm2)
+  CUSYNC_GET("tile_n2", &tn2)
+  CUSYNC_GET("tile_k2", &spec->tile_k2)
+  CUSYNC_GET("order1", &order1)
+  CUSYNC_GET("order2", &order2)
+  CUSYNC_GET("mode", &mode)
+  CUSYNC_GET("optimizations", &spec->optimizations)
+  CUSYNC_GET("kernel", &spec->kernel)
+  CUSYNC_GET("threads", &spec->threads)
+  CUSYNC_GET("delay_us", &spec->delay_us)
+  CUSYNC_GET("seed", &spec->seed)
+  CUSYNC_GET("wait_timeout_ms", &spec->wait_timeout_ms)
+#undef CUSYNC_GET
+  if (act < 0 || act > 5) return Error::InvalidArgument("cusync_jax: unknown activation code");
+  if (policy < 0 || policy > 3) return Error::InvalidArgument("cusync_jax: unknown policy code");
+  if (mode < 0 || mode > 2) return Error::InvalidArgument("cusync_jax: unknown mode code");
+  if (order1 < 0 || order1 > 2 || order2 < 0 || order2 > 2)
+    return Error::InvalidArgument("cusync_jax: unknown tile order code");
+  if (tm1 <= 0 || tn1 <= 0 || tm2 <= 0 || tn2 <= 0 || spec->tile_k1 <= 0 || spec->tile_k2 <= 0)
+    return Error::InvalidArgument("cusync_jax: tile sizes must be positive");
+
+  spec->activation = static_cast<cusync::Activation>(act);
+  const int slices = cusync::activation_slices(spec->activation);
+  spec->tokens = xd[0];
+  spec->hidden = xd[1];
+  spec->ffn = w1d[1] / slices;
+  spec->out = w2d[1];
+  if (w1d[0] != spec->hidden || w1d[1] != spec->ffn * slices || w2d[0] != spec->ffn) {
+    return Error::InvalidArgument(
+        "cusync_jax: synced_mlp shapes do not chain: x [" + std::to_string(xd[0]) + ", " +
+        std::to_string(xd[1]) + "], w1 [" + std::to_string(w1d[0]) + ", " + std::to_string(w1d[1]) +
+        "], w2 [" + std::to_string(w2d[0]) + ", " + std::to_string(w2d[1]) + "]");
+  }
+  spec->policy = cusync::Policy{static_cast<cusync::PolicyKind>(policy), under};
+  spec->mode = static_cast<Mode>(mode);
+  spec->producer = cusync::Stage{static_cast<int>(spec->tokens), static_cast<int>(spec->ffn), slices,
+                                 tm1, tn1, static_cast<cusync::TileOrder>(order1)};
+  spec->consumer = cusync::Stage{static_cast<int>(spec->tokens), static_cast<int>(spec->out), 1,
+                                 tm2, tn2, static_cast<cusync::TileOrder>(order2)};
+  return Error::Success();
+}
+
+}  // namespace cusync_ffi

@@ -1,0 +1,44 @@
+// Tile orders: the order in which a stage's tiles are handed out.
+//
+// A kernel does not compute tile blockIdx; it asks the stage for the next tile
+// index from a global counter and maps that index through the stage's order,
+// so tiles are produced in the order the consumer needs them whatever order
+// the hardware launches blocks in.
+#pragma once
+
+#include "defs.h"
+
+namespace cusync {
+
+enum class TileOrder : int {
+  kRowMajor = 0,     // (0,0) (0,1) ... (0,C-1) (1,0) ...
+  kColumnMajor = 1,  // (0,0) (1,0) ... (R-1,0) (0,1) ...
+  kStrided = 2,      // row-major, but the `slices` column tiles that share a
+                     // StridedSync semaphore are consecutive: (0,0) (0,C/s) ...
+};
+
+struct Tile {
+  int row;
+  int col;
+};
+
+// Maps a schedule position to a tile of a rows x cols grid. `slices` splits the
+// columns into equal groups whose tile j belong together (SwiGLU's gate and up
+// halves: slices = 2); only kStrided uses it.
+CUSYNC_HD Tile tile_at(TileOrder order, int index, int rows, int cols, int slices) {
+  switch (order) {
+    case TileOrder::kColumnMajor:
+      return Tile{index % rows, index / rows};
+    case TileOrder::kStrided: {
+      const int row = index / cols;
+      const int within = index % cols;
+      const int per_slice = cols / slices;
+      return Tile{row, within / slices + (within % slices) * per_slice};
+    }
+    case TileOrder::kRowMajor:
+    default:
+      return Tile{index / cols, index % cols};
+  }
+}
+
+}  // namespace cusync

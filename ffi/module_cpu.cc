@@ -1,0 +1,101 @@
+// The nanobind module of the CPU backend: FFI handler capsules for
+// jax.ffi.register_ffi_target, build information, and read-only views of the
+// cuSync core (tile orders, policies) so Python tests check the one definition
+// the kernels use rather than a copy of it.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <utility>
+#include <vector>
+
+#include "cusync/dependency.h"
+#include "cusync/policy.h"
+#include "cusync/stage.h"
+#include "cusync/sync_layout.h"
+#include "cusync/tile_order.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace nb = nanobind;
+
+extern "C" XLA_FFI_Error* CusyncSyncedMlpCpu(XLA_FFI_CallFrame*);
+
+namespace {
+
+template <typename T>
+nb::capsule encapsulate(T* fn) {
+  return nb::capsule(reinterpret_cast<void*>(fn), "xla._CUSTOM_CALL_TARGET");
+}
+
+cusync::Stage make_stage(int rows, int cols, int slices, int tile_rows, int tile_cols, int order) {
+  return cusync::Stage{rows, cols, slices, tile_rows, tile_cols, static_cast<cusync::TileOrder>(order)};
+}
+
+}  // namespace
+
+NB_MODULE(_cusync_cpu, m) {
+  m.doc() = "cusync_jax CPU backend: XLA FFI handlers and the cuSync core";
+
+  m.attr("SYNC_HEADER_WORDS") = static_cast<int>(cusync::kSyncHeaderWords);
+
+  m.def("registrations", [] {
+    nb::dict d;
+    d["cusync_synced_mlp"] = encapsulate(CusyncSyncedMlpCpu);
+    return d;
+  });
+
+  m.def(
+      "stage_schedule",
+      [](int rows, int cols, int slices, int tile_rows, int tile_cols, int order) {
+        const cusync::Stage st = make_stage(rows, cols, slices, tile_rows, tile_cols, order);
+        std::vector<std::pair<int, int>> out;
+        for (int i = 0; i < st.tile_count(); ++i) {
+          const cusync::Tile t = st.tile(i);
+          out.emplace_back(t.row, t.col);
+        }
+        return out;
+      },
+      nb::arg("rows"), nb::arg("cols"), nb::arg("slices"), nb::arg("tile_rows"), nb::arg("tile_cols"),
+      nb::arg("order"), "The tiles of a stage in the order they are handed out.");
+
+  m.def(
+      "policy_semaphores",
+      [](int policy, int under_wait, int rows, int cols, int slices, int tile_rows, int tile_cols) {
+        const cusync::Stage st = make_stage(rows, cols, slices, tile_rows, tile_cols, 0);
+        const cusync::Policy p{static_cast<cusync::PolicyKind>(policy), under_wait};
+        std::vector<int> posts;
+        for (int r = 0; r < st.grid_rows(); ++r)
+          for (int c = 0; c < st.grid_cols(); ++c) posts.push_back(p.post_semaphore(st, {r, c}));
+        return std::make_tuple(p.semaphore_count(st), p.posts_per_semaphore(st), posts);
+      },
+      nb::arg("policy"), nb::arg("under_wait"), nb::arg("rows"), nb::arg("cols"), nb::arg("slices"),
+      nb::arg("tile_rows"), nb::arg("tile_cols"),
+      "(semaphore count, posts per semaphore, post target of each producer tile in row-major order).");
+
+  m.def(
+      "policy_waits",
+      [](int policy, int under_wait, int rows, int cols, int slices, int tile_rows, int tile_cols,
+         int row_begin, int row_end, int col_begin, int col_end) {
+        const cusync::Stage st = make_stage(rows, cols, slices, tile_rows, tile_cols, 0);
+        const cusync::Policy p{static_cast<cusync::PolicyKind>(policy), under_wait};
+        std::vector<std::pair<int, int>> waits;
+        p.for_each_wait(st, cusync::Region{row_begin, row_end, col_begin, col_end},
+                        [&](int sem, int count) { waits.emplace_back(sem, count); });
+        return waits;
+      },
+      nb::arg("policy"), nb::arg("under_wait"), nb::arg("rows"), nb::arg("cols"), nb::arg("slices"),
+      nb::arg("tile_rows"), nb::arg("tile_cols"), nb::arg("row_begin"), nb::arg("row_end"),
+      nb::arg("col_begin"), nb::arg("col_end"),
+      "The (semaphore, count) waits of a consumer step reading a producer region.");
+
+  m.def(
+      "conv_dependency",
+      [](int height, int width, int channels, int filter_r, int filter_s, int images, int row_begin,
+         int row_end, int k_begin, int k_end) {
+        const cusync::ConvGeometry g{height, width, channels, filter_r, filter_s};
+        const cusync::Region r = cusync::conv_dependency(g, images, row_begin, row_end, k_begin, k_end);
+        return std::make_tuple(r.row_begin, r.row_end, r.col_begin, r.col_end);
+      },
+      "The producer region an implicit-GEMM conv step reads.");
+}
