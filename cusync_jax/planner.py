@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+import os
 from typing import Optional, Sequence
 
 from . import kernels
@@ -216,8 +217,11 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
             f"{chosen_policy.slices} column slices; activation {activation!r} has {slices}")
     tiles = _as_tiles(tile)
     on_cpu = isinstance(device, str) and device.lower() == "cpu"
-    model = H200 if on_cpu else (device if isinstance(device, DeviceModel) else DEVICES.get(
-        str(device).lower()))
+    if on_cpu:
+        # The CPU executor's slots are its worker threads.
+        model = DeviceModel("cpu", (cpu.threads if cpu.threads > 0 else os.cpu_count()) or 1)
+    else:
+        model = device if isinstance(device, DeviceModel) else DEVICES.get(str(device).lower())
     if model is None:
         raise ValueError(f"device: expected 'cpu', one of {sorted(DEVICES)} or a DeviceModel, "
                          f"got {device!r}")
@@ -243,7 +247,4 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         cost = rep.makespan_synced if run_mode != "serial" else rep.makespan_stream
         if best is None or cost < best[0]:
             best = (cost, rep)
-    report = best[1]
-    if on_cpu:
-        report = dataclasses.replace(report, device="cpu")
-    return report
+    return best[1]

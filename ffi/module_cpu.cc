@@ -20,6 +20,7 @@
 namespace nb = nanobind;
 
 extern "C" XLA_FFI_Error* CusyncSyncedMlpCpu(XLA_FFI_CallFrame*);
+extern "C" XLA_FFI_Error* CusyncSyncedConvPairCpu(XLA_FFI_CallFrame*);
 
 namespace {
 
@@ -42,6 +43,7 @@ NB_MODULE(_cusync_cpu, m) {
   m.def("registrations", [] {
     nb::dict d;
     d["cusync_synced_mlp"] = encapsulate(CusyncSyncedMlpCpu);
+    d["cusync_synced_conv_pair"] = encapsulate(CusyncSyncedConvPairCpu);
     return d;
   });
 

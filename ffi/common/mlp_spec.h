@@ -6,18 +6,13 @@
 #include <cstdint>
 #include <string>
 
+#include "common/plan_attrs.h"
 #include "cusync/activation.h"
 #include "cusync/policy.h"
 #include "cusync/stage.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace cusync_ffi {
-
-enum class Mode : int {
-  kSerial = 0,   // producer then consumer in stream order (StreamSync baseline)
-  kStreams = 1,  // producer and consumer run concurrently (two streams / two thread groups)
-  kFused = 2,    // one persistent worker set takes producer tiles, then consumer tiles
-};
 
 struct MlpSpec {
   int64_t tokens = 0, hidden = 0, ffn = 0, out = 0;  // x [T,H] w1 [H,S*F] w2 [F,O]
@@ -36,19 +31,6 @@ struct MlpSpec {
   int64_t seed = 0;
   int64_t wait_timeout_ms = 0;
 };
-
-namespace internal {
-template <class T>
-inline xla::ffi::Error get_attr(const xla::ffi::Dictionary& d, const char* name, T* out) {
-  auto v = d.get<int64_t>(name);
-  if (!v.has_value()) {
-    return xla::ffi::Error::InvalidArgument(std::string("cusync_jax: missing integer attribute '") +
-                                            name + "'");
-  }
-  *out = static_cast<T>(*v);
-  return xla::ffi::Error::Success();
-}
-}  // namespace internal
 
 // Decodes the attributes and the operand shapes; every inconsistency is an
 // InvalidArgument naming what was wrong (Python validates first; this is the

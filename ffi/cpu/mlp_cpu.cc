@@ -23,12 +23,6 @@ namespace ffi = xla::ffi;
 namespace cusync_cpu {
 namespace {
 
-std::vector<float> to_float(const ffi::AnyBuffer& b) {
-  std::vector<float> out(b.element_count());
-  for (size_t i = 0; i < out.size(); ++i) out[i] = load_as_float(b.element_type(), b.untyped_data(), i);
-  return out;
-}
-
 ffi::Error SyncedMlpCpu(ffi::AnyBuffer x, ffi::AnyBuffer w1, ffi::AnyBuffer b1, ffi::AnyBuffer w2,
                         ffi::AnyBuffer b2, ffi::Result<ffi::AnyBuffer> y,
                         ffi::Result<ffi::AnyBuffer> h, ffi::Result<ffi::Buffer<ffi::S32>> sync,

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -89,6 +90,13 @@ inline void store_from_float(xla::ffi::DataType t, void* base, int64_t i, float 
     case xla::ffi::DataType::BF16: static_cast<uint16_t*>(base)[i] = float_to_bf16(v); break;
     default: static_cast<uint16_t*>(base)[i] = float_to_f16(v); break;
   }
+}
+
+// A whole buffer widened to float (operands are read many times per call).
+inline std::vector<float> to_float(const xla::ffi::AnyBuffer& b) {
+  std::vector<float> out(b.element_count());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load_as_float(b.element_type(), b.untyped_data(), i);
+  return out;
 }
 
 inline bool supported_dtype(xla::ffi::DataType t) {

@@ -1,0 +1,48 @@
+"""Bad input raises ValueError/TypeError naming the argument and the shapes."""
+import jax.numpy as jnp
+import pytest
+
+import cusync_jax as cs
+
+x = jnp.ones((8, 16))
+w1 = jnp.ones((16, 32))
+w2 = jnp.ones((32, 12))
+
+
+@pytest.mark.parametrize("args,kwargs,exc,pattern", [
+    ((jnp.float32(1.0), w1, w2), {}, ValueError, r"x: .*scalar"),
+    ((x, jnp.ones((16,)), w2), {}, ValueError, r"w1: expected shape \[hidden, ffn\], got shape \(16,\)"),
+    ((x, w1, jnp.ones((32, 12, 1))), {}, ValueError, r"w2: expected shape \[ffn, out\], got shape \(32, 12, 1\)"),
+    ((x, jnp.ones((15, 32)), w2), {}, ValueError, r"w1: expected shape \[16, ffn\].*\(8, 16\).*\(15, 32\)"),
+    ((x, w1, jnp.ones((31, 12))), {}, ValueError, r"w2: expected shape \[32, out\].*\(31, 12\)"),
+    ((x, w1, w2), {"b1": jnp.ones((31,))}, ValueError, r"b1: expected shape \(32,\), got shape \(31,\)"),
+    ((x, w1, w2), {"b2": jnp.ones((12, 1))}, ValueError, r"b2: expected shape \(12,\), got shape \(12, 1\)"),
+    ((x.astype(jnp.float16), w1, w2), {}, TypeError, r"w1: dtype float32 does not match x's dtype float16"),
+    ((x, w1, w2), {"b1": jnp.ones((32,), jnp.bfloat16)}, TypeError, r"b1: dtype bfloat16"),
+    ((x.astype(jnp.int32), w1.astype(jnp.int32), w2.astype(jnp.int32)), {}, TypeError, r"x: expected float32"),
+    ((x, w1, w2), {"activation": "tanh"}, ValueError, r"activation: expected one of"),
+    ((x, w1, w2), {"policy": "fastest"}, ValueError, r"policy: expected 'auto'"),
+    ((x, w1, w2), {"policy": cs.StridedSync(2)}, ValueError, r"policy: StridedSync\(2\) needs"),
+    ((x, w1, w2), {"mode": "parallel"}, ValueError, r"mode: expected 'auto' or one of"),
+    ((x, w1, w2), {"tile": (16, 0)}, ValueError, r"tile: n must be a positive int"),
+    ((x, w1, w2), {"tile": "big"}, ValueError, r"tile: expected"),
+    ((x, jnp.ones((16, 33)), jnp.ones((16, 12))), {"activation": "swiglu"}, ValueError,
+     r"w1: activation 'swiglu' needs \[gate \| up\] columns, an even width, got shape \(16, 33\)"),
+    ((x, w1, w2), {"activation": "swiglu"}, ValueError, r"w2: expected shape \[16, out\] \(w1 holds \[gate \| up\]"),
+    ((x, w1, w2), {"plan": "fast"}, TypeError, r"plan: expected an MlpPlan"),
+])
+def test_bad_input(args, kwargs, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        cs.synced_mlp(*args, **kwargs)
+
+
+def test_strided_sync_slices_validated():
+    with pytest.raises(ValueError, match="StridedSync: slices must be a positive int"):
+        cs.StridedSync(0)
+
+
+def test_plan_mlp_bad_arguments():
+    with pytest.raises(ValueError, match="tokens: expected a positive int"):
+        cs.plan_mlp(-1, 16, 16)
+    with pytest.raises(ValueError, match="device: expected 'cpu'"):
+        cs.plan_mlp(16, 16, 16, device="tpu9")

@@ -1,0 +1,43 @@
+"""The wave model and the planner."""
+import pytest
+
+import cusync_jax as cs
+from cusync_jax.planner import makespan
+
+
+def test_paper_gpt3_on_v100_five_waves_become_four():
+    # GPT-3 MLP (H = 12288, 8-way tensor parallel: ffn 6144) at B = 1024 on an
+    # 80-SM V100 with 256x128 tiles, two per SM: 192 + 384 tiles.
+    r = cs.plan_mlp(1024, 12288, 6144, device="v100", tile=(256, 128, 32))
+    assert (r.tiles1, r.tiles2, r.slots) == (192, 384, 160)
+    assert (r.grid1, r.grid2) == ((4, 48), (4, 96))
+    assert (r.waves_stream, r.waves_synced, r.waves_saved) == (5, 4, 1)
+    assert r.makespan_synced < r.makespan_stream
+
+
+def test_paper_policy_choice_by_batch():
+    small = cs.plan_mlp(256, 12288, 6144, device="v100", tile=(256, 128, 32))
+    large = cs.plan_mlp(2048, 12288, 6144, device="v100", tile=(256, 128, 32))
+    assert small.policy == cs.TileSync()
+    assert large.policy == cs.RowSync()
+    swiglu = cs.plan_mlp(1024, 8192, 2816, activation="swiglu", device="h200")
+    assert swiglu.policy == cs.StridedSync(2) and swiglu.plan.order1 == "strided"
+    assert swiglu.grid1[1] % 2 == 0
+
+
+def test_user_choices_are_kept():
+    r = cs.plan_mlp(512, 1024, 2048, device="cpu", tile=((32, 64, 16), (16, 32, 8)), policy="rowsync",
+                    mode="streams")
+    assert r.plan.tile1 == cs.TileShape(32, 64, 16) and r.plan.tile2 == cs.TileShape(16, 32, 8)
+    assert r.policy == cs.RowSync() and r.mode == "streams"
+
+
+def test_makespan_list_schedule():
+    assert makespan([1.0] * 10, 4) == 3.0
+    assert makespan([3.0, 1.0, 1.0, 1.0], 2) == 3.0
+    assert makespan([], 4) == 0.0
+
+
+def test_no_wave_saved_when_both_fit():
+    r = cs.plan_mlp(128, 1024, 1024, device="h200", tile=(128, 128, 32))
+    assert r.waves_stream == 2 and r.waves_synced == 1
