@@ -13,19 +13,17 @@ from jax.extend import core as jex_core
 from jax.interpreters import batching, mlir
 
 from . import _backend, kernels
+from ._op_common import check_float_dtypes, check_mode, default_device, shape_of
 from .activations import ACTIVATIONS, activation_slices, apply_activation, check_activation
 from .planner import CpuOptions, MlpPlan, plan_mlp, sync_words
-from .policies import MODES, Optimizations, StridedSync, parse_policy
-
-_DTYPES = (jnp.float32, jnp.float16, jnp.bfloat16)
+from .policies import Optimizations, StridedSync, parse_policy
 
 synced_mlp_p = jex_core.Primitive("cusync_synced_mlp")
 synced_mlp_p.multiple_results = True
 
 
 # ---------------------------------------------------------------- validation
-def _shape(a) -> tuple:
-    return tuple(np.shape(a))
+_shape = shape_of
 
 
 def _validate(x, w1, w2, b1, b2, activation):
@@ -55,13 +53,7 @@ def _validate(x, w1, w2, b1, b2, activation):
         raise ValueError(f"b1: expected shape ({width},), got shape {_shape(b1)}")
     if b2 is not None and _shape(b2) != (out,):
         raise ValueError(f"b2: expected shape ({out},), got shape {_shape(b2)}")
-    dtype = jnp.result_type(x)
-    if dtype not in [jnp.dtype(d) for d in _DTYPES]:
-        raise TypeError(f"x: expected float32, float16 or bfloat16, got {dtype}")
-    for name, a in (("w1", w1), ("w2", w2), ("b1", b1), ("b2", b2)):
-        if a is not None and jnp.result_type(a) != dtype:
-            raise TypeError(f"{name}: dtype {jnp.result_type(a)} does not match x's dtype {dtype}; "
-                            "cast the operands to one dtype")
+    dtype = check_float_dtypes(("x", x), ("w1", w1), ("w2", w2), ("b1", b1), ("b2", b2))
     return activation, hidden, ffn, out, dtype
 
 
@@ -159,10 +151,6 @@ _mlp.defvjp(_mlp_fwd, _mlp_bwd)
 
 
 # -------------------------------------------------------------- public API
-def _default_device() -> str:
-    return "cpu" if jax.default_backend() == "cpu" else "h200"
-
-
 def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy="auto",
                tile=None, mode: str = "auto", optimizations: Optional[Optimizations] = None,
                cpu: Optional[CpuOptions] = None, plan: Optional[MlpPlan] = None):
@@ -182,8 +170,7 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     plan: a complete MlpPlan (from plan_mlp(...).plan), overriding the above.
     """
     activation, hidden, ffn, out, dtype = _validate(x, w1, w2, b1, b2, activation)
-    if mode not in ("auto",) + MODES:
-        raise ValueError(f"mode: expected 'auto' or one of {MODES}, got {mode!r}")
+    check_mode(mode)
     pol = parse_policy(policy)
     if isinstance(pol, StridedSync) and pol.slices != activation_slices(activation):
         raise ValueError(
@@ -192,7 +179,7 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     lead = np.shape(x)[:-1]
     tokens = int(np.prod(lead)) if lead else 1
     if plan is None:
-        plan = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=_default_device(),
+        plan = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=default_device(),
                         tile=tile, policy=policy, mode=mode, optimizations=optimizations,
                         cpu=cpu).plan
     elif not isinstance(plan, MlpPlan):

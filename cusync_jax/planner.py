@@ -38,17 +38,33 @@ class DeviceModel:
     name: str
     sms: int
     # (tile m, tile n) -> CTAs per SM; tiles not listed get `default_ctas`.
+    # A GPU kernel's own count (kernels.KernelConfig) takes precedence.
     ctas: tuple = ()
     default_ctas: int = 1
+    arch: int = 0  # compute capability x 10 (90 for Hopper); 0 if unknown
 
     def ctas_per_sm(self, tile: TileShape) -> int:
         return dict(self.ctas).get((tile.m, tile.n), self.default_ctas)
 
 
-V100 = DeviceModel("V100", 80, ctas=(((256, 128), 2),), default_ctas=2)
-A100 = DeviceModel("A100", 108, default_ctas=1)
-H200 = DeviceModel("H200", 132, default_ctas=1)
-DEVICES = {"v100": V100, "a100": A100, "h100": DeviceModel("H100", 132), "h200": H200}
+V100 = DeviceModel("V100", 80, ctas=(((256, 128), 2),), default_ctas=2, arch=70)
+A100 = DeviceModel("A100", 108, default_ctas=1, arch=80)
+H200 = DeviceModel("H200", 132, default_ctas=1, arch=90)
+DEVICES = {"v100": V100, "a100": A100, "h100": DeviceModel("H100", 132, arch=90), "h200": H200}
+
+
+def device_model(device) -> DeviceModel:
+    """The wave model of a JAX GPU device, read off the device itself."""
+    kind = getattr(device, "device_kind", "gpu")
+    sms = getattr(device, "core_count", None)
+    try:
+        arch = int(round(float(getattr(device, "compute_capability", "0")) * 10))
+    except (TypeError, ValueError):
+        arch = 0
+    if not sms:
+        known = DEVICES.get(str(kind).lower().replace("nvidia", "").strip().split(" ")[0])
+        sms = known.sms if known else 132
+    return DeviceModel(str(kind), int(sms), arch=arch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,13 +161,14 @@ class MlpPlanReport:
         return self.waves_stream - self.waves_synced
 
 
-def _auto_policy(tokens: int, activation: str, tile1: TileShape) -> Policy:
-    """The paper's finding: TileSync wins while the producer has few tile rows
-    (small batch), RowSync above; SwiGLU consumers read two column slices, so
-    StridedSync groups them."""
+def _auto_policy(tokens: int, activation: str, tile1: TileShape, tile_sync_rows: int) -> Policy:
+    """SwiGLU consumers read two column slices, so StridedSync groups them.
+    Otherwise the paper's finding: TileSync wins while the producer has few
+    tile rows (small batch), RowSync above; `tile_sync_rows` is that bound for
+    the kernel that runs (0 where TileSync's per-k-block waits never pay)."""
     if activation_slices(activation) > 1:
         return StridedSync(activation_slices(activation))
-    return TileSync() if math.ceil(tokens / tile1.m) <= 2 else RowSync()
+    return TileSync() if math.ceil(tokens / tile1.m) <= tile_sync_rows else RowSync()
 
 
 def _as_tiles(tile) -> tuple:
@@ -171,12 +188,14 @@ def _as_tiles(tile) -> tuple:
 
 
 def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, tile2, policy, mode,
-            order1, order2, optimizations, kernel, cpu) -> MlpPlanReport:
+            order1, order2, optimizations, kernel, cpu, ctas=None) -> MlpPlanReport:
     slices = activation_slices(activation)
     g1 = grid(tokens, ffn, tile1, slices)
     g2 = grid(tokens, out, tile2)
     t1, t2 = g1[0] * g1[1], g2[0] * g2[1]
-    slots = device.sms * min(device.ctas_per_sm(tile1), device.ctas_per_sm(tile2))
+    if ctas is None:
+        ctas = min(device.ctas_per_sm(tile1), device.ctas_per_sm(tile2))
+    slots = device.sms * ctas
     d1 = [float(tile1.m * tile1.n * hidden)] * t1   # multiply-adds of one tile
     d2 = [float(tile2.m * tile2.n * ffn)] * t2
     plan = MlpPlan(tile1, tile2, policy, mode, order1, order2, optimizations, kernel, cpu)
@@ -227,24 +246,33 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
                          f"got {device!r}")
     run_mode = "fused" if mode == "auto" else mode
 
+    # Candidates: (tile1, tile2, kernel config or None for the CPU / a model).
+    runnable = kernels.cuda_configs_for_arch(model.arch)
     if on_cpu:
         t1, t2 = tiles or (kernels.CPU_DEFAULT_TILE, kernels.CPU_DEFAULT_TILE)
-        candidates = [(t1, t2, 0)]
+        candidates = [(t1, t2, None)]
     elif tiles is not None:
-        # Any tile shape is valid for the model; running it on a GPU checks it
-        # against the compiled kernels.
-        known = {c.tile: c.kernel for c in kernels.CUDA_CONFIGS}
-        candidates = [(tiles[0], tiles[1], known.get(tiles[0], 0))]
+        # Any tile shape is valid for the wave model; running it on a GPU
+        # checks it against the compiled kernels.
+        known = [c for c in runnable if c.tile == tiles[0]]
+        candidates = [(tiles[0], tiles[1], known[0] if known else None)]
+    elif runnable:
+        candidates = [(c.tile, c.tile, c) for c in runnable]
     else:
-        candidates = [(c.tile, c.tile, c.kernel) for c in kernels.CUDA_CONFIGS]
+        raise ValueError(f"device: no CUDA kernel of this build runs on {model.name} "
+                         f"(compute capability {model.arch / 10:.1f}); the kernels need 8.0 or 9.0")
 
     best = None
-    for t1, t2, kernel in candidates:
-        pol = chosen_policy or _auto_policy(tokens, activation, t1)
+    for t1, t2, config in candidates:
+        tile_sync_rows = config.tile_sync_rows if config else 2
+        pol = chosen_policy or _auto_policy(tokens, activation, t1, tile_sync_rows)
         order1 = "strided" if isinstance(pol, StridedSync) else "row_major"
         rep = _report(model, tokens, hidden, ffn, out, activation, t1, t2, pol, run_mode, order1,
-                      "row_major", optimizations, kernel, cpu)
-        cost = rep.makespan_synced if run_mode != "serial" else rep.makespan_stream
+                      "row_major", optimizations, config.kernel if config else 0, cpu,
+                      ctas=config.ctas_per_sm if (config and not model.ctas) else None)
+        # Simulated multiply-adds per slot over the kernel's measured rate.
+        cost = (rep.makespan_synced if run_mode != "serial" else rep.makespan_stream)
+        cost /= config.relative_rate if config else 1.0
         if best is None or cost < best[0]:
             best = (cost, rep)
     return best[1]

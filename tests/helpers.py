@@ -27,3 +27,18 @@ def rel_err(got, want):
     assert got.shape == want.shape, (got.shape, want.shape)
     assert np.all(np.isfinite(got)), "non-finite values in the result"
     return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
+
+
+def conv_inputs(seed, n, h, w, c0, c1, c2, dtype, f1=3, f2=3, bias=True, residual=False, lead=None):
+    """Fresh random conv-pair operands (NHWC x, HWIO k1 and k2, biases, an
+    optional residual), scaled so activations stay O(1)."""
+    ks = jax.random.split(jax.random.key(seed), 6)
+    lead = lead or ()
+    x = jax.random.normal(ks[0], lead + (n, h, w, c0), jnp.float32)
+    k1 = jax.random.normal(ks[1], (f1, f1, c0, c1), jnp.float32) / np.sqrt(f1 * f1 * c0)
+    k2 = jax.random.normal(ks[2], (f2, f2, c1, c2), jnp.float32) / np.sqrt(f2 * f2 * c1)
+    b1 = jax.random.normal(ks[3], (c1,), jnp.float32) * 0.1 if bias else None
+    b2 = jax.random.normal(ks[4], (c2,), jnp.float32) * 0.1 if bias else None
+    res = jax.random.normal(ks[5], lead + (n, h, w, c2), jnp.float32) if residual else None
+    cast = lambda a: None if a is None else a.astype(dtype)
+    return cast(x), cast(k1), cast(k2), cast(b1), cast(b2), cast(res)

@@ -84,6 +84,8 @@ inline xla::ffi::Error decode_conv_pair_spec(const xla::ffi::Dictionary& attrs,
         "cusync_jax: synced_conv_pair needs 1x1 or 3x3 HWIO filters that chain: x " + dims_string(xd) +
         ", k1 " + dims_string(k1d) + ", k2 " + dims_string(k2d));
   }
+  if (xd[3] <= 0 || k1d[3] <= 0 || k2d[3] <= 0)
+    return Error::InvalidArgument("cusync_jax: synced_conv_pair needs at least one channel in x, k1 and k2");
   int act = 0, policy = 0, under = 0, order1 = 0, order2 = 0, mode = 0;
   int tm1 = 0, tn1 = 0, tm2 = 0, tn2 = 0;
 #define CUSYNC_GET(name, dst)                                              \

@@ -1,12 +1,197 @@
-// Kernel family 1 (Hopper). Under construction: see the family's own files.
+// Kernel family 1 (Hopper): the synced MLP, and the plain GEMM, on the
+// persistent wgmma + TMA GEMM-chain kernel (sm90_chain_kernel.cuh).
+//
+//   serial   the kernel twice in stream order: producer positions, then
+//            consumer positions; no waits (the StreamSync baseline).
+//   fused    one launch; the atomic counter hands out every producer tile,
+//            then the consumer tiles, which wait on the policy's semaphores.
+//   streams  the paper's form: the producer positions on XLA's stream, the
+//            consumer positions on a side stream behind a wait kernel, both
+//            persistent. Once one producer CTA runs, it works through every
+//            producer tile left, so waiting consumers cannot starve it.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+
+#include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
+#include "cuda/gemm_sm90.h"
 #include "cuda/mlp_launch.h"
+#include "cuda/sm90_chain_instances.h"
+#include "cuda/two_streams.h"
+#include "cusync/optimizations.h"
+#include "cusync/sync_layout.h"
 
 namespace cusync_cuda {
+namespace {
 
-xla::ffi::Error launch_mlp_sm90(const cusync_ffi::MlpSpec&, const MlpBuffers&, cudaStream_t,
-                                const DeviceInfo&) {
-  return xla::ffi::Error(xla::ffi::ErrorCode::kUnimplemented,
-                         "cusync_jax: the Hopper kernel family is not built in this version");
+using xla::ffi::Error;
+using namespace cusync_sm90;
+
+template <class Cfg>
+Error check_device(const DeviceInfo& device) {
+  if (device.max_smem_per_block < Cfg::kSmemBytes) {
+    return Error::InvalidArgument("cusync_jax: kernel family 1 needs " + std::to_string(Cfg::kSmemBytes) +
+                                  " bytes of shared memory per block; this GPU offers " +
+                                  std::to_string(device.max_smem_per_block));
+  }
+  return Error::Success();
+}
+
+template <class Cfg>
+Error launch(const ChainParams<Cfg>& p, const DeviceInfo& device, cudaStream_t stream, const char* what) {
+  return cuda_error(launch_chain(p, device.sm_count, stream), what);
+}
+
+template <class Cfg>
+Error run_mlp(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t stream, const DeviceInfo& device) {
+  if (auto e = check_device<Cfg>(device); e.failure()) return e;
+  using E = typename Cfg::Element;
+  const int T = static_cast<int>(s.tokens), H = static_cast<int>(s.hidden), F = static_cast<int>(s.ffn),
+            O = static_cast<int>(s.out), S = s.producer.slices;
+  E* h = static_cast<E*>(b.h);
+  ChainParams<Cfg> p{};
+  p.stage[0] = make_gemm_stage<Cfg>(static_cast<const E*>(b.x), nullptr, T, H, H, static_cast<const E*>(b.w1),
+                                    S * F, h, S * F, static_cast<const E*>(b.b1), s.producer, s.activation);
+  // SwiGLU: the consumer's A is h[:, :F] * h[:, F:], loaded as two views.
+  p.stage[1] = make_gemm_stage<Cfg>(h, S > 1 ? h + F : nullptr, T, F, S * F, static_cast<const E*>(b.w2), O,
+                                    static_cast<E*>(b.y), O, static_cast<const E*>(b.b2), s.consumer,
+                                    cusync::Activation::kIdentity);
+  const int P = s.producer.tile_count(), C = s.consumer.tile_count();
+  p.tiles0 = P;
+  p.semaphores = b.sync + cusync::kSyncHeaderWords;
+  p.policy = s.policy;
+  p.release_store = cusync::has(s.optimizations, cusync::kReleaseStorePosts) && s.policy.single_poster(s.producer);
+
+  switch (s.mode) {
+    case cusync_ffi::Mode::kSerial: {
+      p.begin = 0;
+      p.end = P;
+      p.counter = b.sync + cusync::kProducerCounter;
+      if (auto e = launch(p, device, stream, "launching the Hopper producer kernel (serial)"); e.failure())
+        return e;
+      p.begin = P;
+      p.end = P + C;
+      p.counter = b.sync + cusync::kConsumerCounter;
+      return launch(p, device, stream, "launching the Hopper consumer kernel (serial)");
+    }
+    case cusync_ffi::Mode::kFused: {
+      p.consumer_waits = p.producer_posts = true;
+      p.begin = 0;
+      p.end = P + C;
+      p.counter = b.sync + cusync::kFusedCounter;
+      return launch(p, device, stream, "launching the Hopper fused kernel");
+    }
+    case cusync_ffi::Mode::kStreams:
+    default: {
+      int dev = 0;
+      if (auto e = stream_device(stream, &dev); e.failure()) return e;
+      SideStream* side = nullptr;
+      if (auto e = side_stream_for(dev, &side); e.failure()) return e;
+      p.consumer_waits = p.producer_posts = true;
+      // Both persistent grids resident at once (one CTA per SM each): no
+      // consumer CTA can hold an SM a producer CTA needs.
+      const bool one_wave = std::min(P, device.sm_count) + std::min(C, device.sm_count) <= device.sm_count;
+      const bool wait_kernel = !(cusync::has(s.optimizations, cusync::kAvoidWaitKernel) && one_wave);
+      std::lock_guard<std::mutex> lock(side->mu);
+      CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->fork, stream), "recording the fork event");
+      CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side->stream, side->fork, 0), "forking the side stream");
+      ChainParams<Cfg> pp = p;
+      pp.begin = 0;
+      pp.end = P;
+      pp.counter = b.sync + cusync::kProducerCounter;
+      pp.started = b.sync + cusync::kProducerStarted;
+      if (auto e = launch(pp, device, stream, "launching the Hopper producer kernel (streams)"); e.failure())
+        return e;
+      if (wait_kernel) {
+        if (auto e = launch_wait_for_flag(b.sync + cusync::kProducerStarted, side->stream); e.failure()) return e;
+      }
+      ChainParams<Cfg> cp = p;
+      cp.begin = P;
+      cp.end = P + C;
+      cp.counter = b.sync + cusync::kConsumerCounter;
+      if (auto e = launch(cp, device, side->stream, "launching the Hopper consumer kernel (streams)"); e.failure())
+        return e;
+      CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->join, side->stream), "recording the join event");
+      CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, side->join, 0), "joining the side stream");
+      return Error::Success();
+    }
+  }
+}
+
+std::string tile_text(const cusync::Stage& st, int k) {
+  return std::to_string(st.tile_rows) + "x" + std::to_string(st.tile_cols) + "x" + std::to_string(k);
+}
+
+}  // namespace
+
+Error launch_mlp_sm90(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t stream,
+                      const DeviceInfo& device) {
+  if (s.hidden % 8 || s.ffn % 8 || s.out % 8) {
+    return Error::InvalidArgument(
+        "cusync_jax: kernel family 1 loads rows with TMA, which needs 16-byte row strides: hidden, ffn and "
+        "out must be multiples of 8; got hidden " + std::to_string(s.hidden) + ", ffn " + std::to_string(s.ffn) +
+        ", out " + std::to_string(s.out) + " (pad the weights)");
+  }
+  if (s.policy.kind == cusync::PolicyKind::kConv2DTileSync)
+    return Error::InvalidArgument("cusync_jax: Conv2DTileSync is a conv policy; the MLP takes TileSync, RowSync "
+                                  "or StridedSync");
+  if (s.producer.slices > 2) return Error::InvalidArgument("cusync_jax: kernel family 1 handles at most 2 slices");
+  const cusync::Stage &P = s.producer, &C = s.consumer;
+  const bool same = P.tile_rows == C.tile_rows && P.tile_cols == C.tile_cols && s.tile_k1 == s.tile_k2;
+  const bool swiglu = P.slices == 2;
+  const int n = P.tile_cols;
+  if (!same || P.tile_rows != 128 || s.tile_k1 != 64 || (n != 128 && n != 256)) {
+    return Error::InvalidArgument(
+        "cusync_jax: kernel family 1 runs tiles 128x128x64 and 128x256x64, the same for both GEMMs; the plan "
+        "asks for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2));
+  }
+  if (b.bf16) {
+    if (n == 128)
+      return swiglu ? run_mlp<ChainBF16x128Swiglu>(s, b, stream, device) : run_mlp<ChainBF16x128>(s, b, stream, device);
+    return swiglu ? run_mlp<ChainBF16x256Swiglu>(s, b, stream, device) : run_mlp<ChainBF16x256>(s, b, stream, device);
+  }
+  if (n == 128)
+    return swiglu ? run_mlp<ChainF16x128Swiglu>(s, b, stream, device) : run_mlp<ChainF16x128>(s, b, stream, device);
+  return swiglu ? run_mlp<ChainF16x256Swiglu>(s, b, stream, device) : run_mlp<ChainF16x256>(s, b, stream, device);
+}
+
+namespace {
+
+template <class Cfg>
+Error run_gemm(const void* a, const void* w, void* out, int* counter, int m, int n, int k, cudaStream_t stream,
+               const DeviceInfo& device) {
+  if (auto e = check_device<Cfg>(device); e.failure()) return e;
+  using E = typename Cfg::Element;
+  const cusync::Stage tiling{m, n, 1, Cfg::kTileM, Cfg::kTileN, cusync::TileOrder::kRowMajor};
+  ChainParams<Cfg> p{};
+  p.stage[0] = make_gemm_stage<Cfg>(static_cast<const E*>(a), nullptr, m, k, k, static_cast<const E*>(w), n,
+                                    static_cast<E*>(out), n, nullptr, tiling, cusync::Activation::kIdentity);
+  p.stage[1] = p.stage[0];
+  p.tiles0 = tiling.tile_count();
+  p.begin = 0;
+  p.end = p.tiles0;
+  p.counter = counter;
+  p.policy = cusync::Policy{cusync::PolicyKind::kTileSync, 0};
+  return launch(p, device, stream, "launching the Hopper GEMM");
+}
+
+}  // namespace
+
+Error launch_gemm_sm90(const void* a, const void* w, void* out, int* counter, int m, int n, int k, bool bf16,
+                       int tile_n, cudaStream_t stream, const DeviceInfo& device) {
+  if (n % 8 || k % 8)
+    return Error::InvalidArgument("cusync_jax: gemm needs n and k to be multiples of 8 (16-byte TMA row strides)");
+  if (tile_n != 128 && tile_n != 256)
+    return Error::InvalidArgument("cusync_jax: gemm tile_n must be 128 or 256, got " + std::to_string(tile_n));
+  if (bf16) {
+    return tile_n == 128 ? run_gemm<ChainBF16x128>(a, w, out, counter, m, n, k, stream, device)
+                         : run_gemm<ChainBF16x256>(a, w, out, counter, m, n, k, stream, device);
+  }
+  return tile_n == 128 ? run_gemm<ChainF16x128>(a, w, out, counter, m, n, k, stream, device)
+                       : run_gemm<ChainF16x256>(a, w, out, counter, m, n, k, stream, device);
 }
 
 }  // namespace cusync_cuda

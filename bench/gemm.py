@@ -1,0 +1,103 @@
+"""Benchmark: the Hopper GEMM kernel (kernel family 1) alone against XLA's dot.
+
+Shapes: the MLP's GEMMs, rows 256..4096 x (N, K) in
+  (6144, 12288) GPT-3 first GEMM    (12288, 6144) GPT-3 second GEMM
+  (5632, 8192)  LLaMA first GEMM    (8192, 2816)  LLaMA second GEMM
+a [rows, K] @ w [K, N], both row-major. Variants: xla (jnp.dot), and the
+kernel with 128- and 256-column tiles. Times are device time per call
+(bench/timing.py: chained calls in one jitted loop, variants alternated in
+rounds, medians).
+
+    python bench/gemm.py --dtype float16 bfloat16
+
+Writes bench/results/<device>-gemm.json and prints the table.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import sys
+
+import jax
+import jax.numpy as jnp
+
+from cusync_jax.gemm import TILE_WIDTHS, gemm
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import timing  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROWS = (256, 1024, 2048, 4096)
+SHAPES = ((6144, 12288), (12288, 6144), (5632, 8192), (8192, 2816))
+DTYPES = {"float16": jnp.float16, "bfloat16": jnp.bfloat16}
+ESTIMATE_TFLOPS = 500.0
+
+
+def step_for(fn):
+    # The barrier makes `a` depend on the loop carry, so XLA can neither hoist
+    # the product out of the loop nor drop a call; it costs nothing at run time.
+    def step(carry, a, w):
+        _, a = jax.lax.optimization_barrier((carry, a))
+        return fn(a, w)
+    return step
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
+    ap.add_argument("--rows", nargs="+", type=int, default=list(ROWS))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--out", default=None, help="result file (default bench/results/<device>-gemm.json)")
+    args = ap.parse_args(argv)
+
+    device = jax.devices()[0]
+    variants = {"xla": jnp.dot}
+    for n in TILE_WIDTHS:
+        variants[f"sm90_128x{n}"] = lambda a, w, n=n: gemm(a, w, tile_n=n)
+    rows_out = []
+    print(f"{'dtype':9s} {'M':>5s} {'N':>6s} {'K':>6s}  {'xla ms':>8s}  " +
+          "  ".join(f"{v:>13s}" for v in variants if v != "xla") + "  best/xla")
+    for dname in args.dtype:
+        dtype = DTYPES[dname]
+        for m in args.rows:
+            for n, k in SHAPES:
+                ka, kw = jax.random.split(jax.random.key(m + n + k))
+                a = jax.random.normal(ka, (m, k), jnp.float32).astype(dtype)
+                w = (jax.random.normal(kw, (k, n), jnp.float32) / k ** 0.5).astype(dtype)
+                flops = 2.0 * m * n * k
+                iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9), target_ms=3.0)
+                carry = jnp.zeros((m, n), dtype)
+                timed = {name: (timing.chained(step_for(fn), iters), (carry, a, w), iters)
+                         for name, fn in variants.items()}
+                ms = timing.alternate(timed, rounds=args.rounds)
+                ref = jnp.dot(a.astype(jnp.float32), w.astype(jnp.float32))
+                errs = {}
+                for name, fn in variants.items():
+                    got = jax.jit(fn)(a, w).astype(jnp.float32)
+                    errs[name] = float(jnp.linalg.norm(got - ref) / jnp.linalg.norm(ref))
+                best = min((v for v in ms if v != "xla"), key=ms.get)
+                row = dict(dtype=dname, m=m, n=n, k=k, flops=flops,
+                           ms={v: round(t, 5) for v, t in ms.items()},
+                           tflops={v: round(flops / (t * 1e9), 1) for v, t in ms.items()},
+                           rel_err={v: float(f"{e:.3g}") for v, e in errs.items()},
+                           best=best, best_over_xla=round(ms["xla"] / ms[best], 3))
+                rows_out.append(row)
+                print(f"{dname:9s} {m:5d} {n:6d} {k:6d}  {ms['xla']:8.4f}  " +
+                      "  ".join(f"{ms[v]:7.4f} ({row['tflops'][v]:3.0f})" for v in variants if v != "xla") +
+                      f"  {row['best_over_xla']:.3f}", flush=True)
+
+    commit, dirty = timing.git_state(ROOT)
+    out = pathlib.Path(args.out) if args.out else ROOT / "bench" / "results" / f"{timing.device_slug(device)}-gemm.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(dict(
+        what="GEMM alone: a [M, K] @ w [K, N], the MLP's shapes; ms = median device time per call",
+        device=device.device_kind, jax=jax.__version__, commit=commit, dirty=dirty,
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        rounds=args.rounds, results=rows_out), indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Benchmark: the synced MLP against XLA and the StreamSync baseline, on one GPU.
+
+Models (per GPU of 8-way tensor parallelism, as in the paper):
+  gpt3   hidden 12288, ffn 6144, GELU
+  llama  hidden 8192, SwiGLU with 2 x 2816 (w1 = [gate | up])
+Rows per (model, dtype, tokens): xla (jax.nn ops, jitted), serial (our
+kernels in stream order: StreamSync), every policy that applies in the streams
+and fused modes, and auto (the planner's choice). Times are device time per
+call (bench/timing.py: chained calls in one jitted loop, variants alternated in
+rounds, medians).
+
+    python bench/mlp.py --commit $(git rev-parse HEAD) --dirty 0
+    python bench/mlp.py --models gpt3 --tokens 1024 2048 --dtype float16
+    python bench/mlp.py --hidden 4096 --ffn 2048 --activation gelu --tokens 512
+
+Writes bench/results/<device>-mlp.json and a plot beside it, and prints the
+table with speedups over xla and over serial.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import cusync_jax as cs
+from cusync_jax.policies import policy_name
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import timing  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MODELS = {"gpt3": (12288, 6144, "gelu"), "llama": (8192, 2816, "swiglu")}
+TOKENS = (256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096)
+DTYPES = {"float16": jnp.float16, "bfloat16": jnp.bfloat16}
+# Matrix rate used only to pick how many calls one timed launch chains.
+ESTIMATE_TFLOPS = 300.0
+
+
+def variants(activation: str):
+    """impl name -> synced_mlp keyword arguments (None: the XLA row)."""
+    out = {"xla": None, "serial": dict(mode="serial")}
+    policies = [cs.TileSync(), cs.RowSync()]
+    if activation == "swiglu":
+        policies.append(cs.StridedSync(2))
+    for policy in policies:
+        for mode in ("streams", "fused"):
+            out[f"{policy_name(policy)}-{mode}"] = dict(policy=policy, mode=mode)
+    out["auto"] = {}
+    return out
+
+
+def make_inputs(tokens, hidden, ffn, activation, dtype, seed):
+    """Random operands; w2 is scaled so y has x's spread, which keeps a chain
+    of calls (y feeding the next x) away from zeros and overflow."""
+    slices = 2 if activation == "swiglu" else 1
+    ks = jax.random.split(jax.random.key(seed), 5)
+    x = jax.random.normal(ks[0], (tokens, hidden), jnp.float32)
+    w1 = jax.random.normal(ks[1], (hidden, slices * ffn), jnp.float32) / np.sqrt(hidden)
+    w2 = jax.random.normal(ks[2], (ffn, hidden), jnp.float32) / np.sqrt(ffn)
+    b1 = jax.random.normal(ks[3], (slices * ffn,), jnp.float32) * 0.1
+    b2 = jax.random.normal(ks[4], (hidden,), jnp.float32) * 0.1
+    y = cs.mlp_reference(x, w1, w2, b1=b1, b2=b2, activation=activation)
+    scale = float(jnp.std(x) / jnp.std(y))
+    cast = lambda a: a.astype(dtype)
+    return cast(x), cast(w1), cast(w2 * scale), cast(b1), cast(b2 * scale)
+
+
+def step_for(kwargs, activation, plan):
+    if kwargs is None:
+        return lambda x, w1, w2, b1, b2: cs.mlp_reference(x, w1, w2, b1=b1, b2=b2,
+                                                          activation=activation, precision=None)
+    return lambda x, w1, w2, b1, b2: cs.synced_mlp(x, w1, w2, b1=b1, b2=b2, activation=activation,
+                                                   plan=plan)
+
+
+def describe(plan) -> str:
+    t1, t2 = plan.tile1, plan.tile2
+    tile = f"{t1.m}x{t1.n}x{t1.k}" + ("" if t1 == t2 else f"/{t2.m}x{t2.n}x{t2.k}")
+    return f"{tile} {policy_name(plan.policy)} {plan.mode}"
+
+
+def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed):
+    dtype = DTYPES[dtype_name]
+    ops = make_inputs(tokens, hidden, ffn, activation, dtype, seed)
+    flops = 2 * tokens * hidden * ffn * (2 if activation == "swiglu" else 1) + 2 * tokens * ffn * hidden
+    iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9))
+    timed, plans = {}, {}
+    for impl, kwargs in variants(activation).items():
+        plan = None
+        if kwargs is not None:
+            plan = cs.plan_mlp(tokens, hidden, ffn, activation=activation, device="h200",
+                               **kwargs).plan
+            plans[impl] = describe(plan)
+        timed[impl] = (timing.chained(step_for(kwargs, activation, plan), iters), ops, iters)
+    ms = timing.alternate(timed, rounds)
+    return [dict(model=model, dtype=dtype_name, tokens=tokens, impl=impl, ms=round(t, 5),
+                 **({"plan": plans[impl]} if impl in plans else {}))
+            for impl, t in ms.items()]
+
+
+def print_case(rows):
+    by = {r["impl"]: r["ms"] for r in rows}
+    r0 = rows[0]
+    print(f"\n{r0['model']} {r0['dtype']} tokens={r0['tokens']}")
+    print(f"  {'impl':<22}{'ms':>9}{'vs xla':>9}{'vs serial':>11}  plan")
+    for r in rows:
+        print(f"  {r['impl']:<22}{r['ms']:>9.4f}{by['xla'] / r['ms']:>9.3f}"
+              f"{by['serial'] / r['ms']:>11.3f}  {r.get('plan', '')}")
+
+
+def summary(rows):
+    """Best synced variant per case, against serial and xla."""
+    print("\nbest synced variant per case (speedup over serial / over xla)")
+    cases = sorted({(r["model"], r["dtype"], r["tokens"]) for r in rows})
+    for case in cases:
+        rs = [r for r in rows if (r["model"], r["dtype"], r["tokens"]) == case]
+        by = {r["impl"]: r["ms"] for r in rs}
+        synced = [r for r in rs if r["impl"] not in ("xla", "serial")]
+        best = min(synced, key=lambda r: r["ms"])
+        print(f"  {case[0]:<7}{case[1]:<10}{case[2]:>6}  {best['impl']:<24}"
+              f"{by['serial'] / best['ms']:6.3f}x {by['xla'] / best['ms']:6.3f}x")
+
+
+def plot(rows, path: pathlib.Path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["model"], r["dtype"]) for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (model, dtype) in zip(axes[0], panels):
+        rs = [r for r in rows if r["model"] == model and r["dtype"] == dtype]
+        tokens = sorted({r["tokens"] for r in rs})
+        xla = {r["tokens"]: r["ms"] for r in rs if r["impl"] == "xla"}
+        impls = [i for i in dict.fromkeys(r["impl"] for r in rs) if i != "xla"]
+        for impl in impls:
+            ms = {r["tokens"]: r["ms"] for r in rs if r["impl"] == impl}
+            style = "k--" if impl == "serial" else ("-o" if impl == "auto" else "-")
+            ax.plot(range(len(tokens)), [xla[t] / ms[t] for t in tokens], style, label=impl,
+                    linewidth=2 if impl in ("serial", "auto") else 1, markersize=4)
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_xticks(range(len(tokens)), [str(t) for t in tokens], rotation=45)
+        ax.set_xlabel("tokens")
+        ax.set_ylabel("speedup over XLA")
+        ax.set_title(f"{model} MLP, {dtype}")
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--hidden", type=int, help="custom shape instead of --models")
+    ap.add_argument("--ffn", type=int, help="custom shape: ffn per slice")
+    ap.add_argument("--activation", default="gelu", help="custom shape: activation")
+    ap.add_argument("--tokens", type=int, nargs="+", default=list(TOKENS))
+    ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
+    ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant (>= 20)")
+    ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
+    ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
+    ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench" / "results",
+                    help="writes <device>-mlp.json and .png here (default bench/results)")
+    args = ap.parse_args(argv)
+
+    if (args.hidden is None) != (args.ffn is None):
+        ap.error("--hidden and --ffn go together")
+    models = ({"custom": (args.hidden, args.ffn, args.activation)} if args.hidden
+              else {m: MODELS[m] for m in args.models})
+    device = jax.devices()[0]
+    commit, dirty = timing.git_state(ROOT)
+    commit = args.commit or commit
+    dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
+    out = args.out_dir / f"{timing.device_slug(device)}-mlp.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(rows):
+        result = {"commit": commit, "dirty": dirty, "device": device.device_kind,
+                  "jax": jax.__version__,
+                  "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "rows": rows}
+        out.write_text(json.dumps(result, indent=1) + "\n")
+
+    rows = []
+    for dtype in args.dtype:
+        for model, (hidden, ffn, activation) in models.items():
+            for i, tokens in enumerate(args.tokens):
+                case = run_case(model, hidden, ffn, activation, dtype, tokens, args.rounds, seed=i)
+                print_case(case)
+                rows.extend(case)
+                write(rows)  # after every case: a run cut short keeps what it measured
+                sys.stdout.flush()
+    plot(rows, out.with_suffix(".png"))
+    summary(rows)
+    print(f"\nwrote {out} and {out.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Device timing shared by the benchmarks.
+
+A variant is timed as one jitted lax.fori_loop of `iters` chained calls
+(each call's output is the next call's input, so every call reads fresh data
+and XLA can neither hoist nor drop a call), launched once per repetition; the
+wall time of a launch, after block_until_ready, divided by `iters`, is the
+device time of one call plus 1/iters of one dispatch. The variants of one case
+are timed in alternating rounds (A B C A B C ...) so that the GPU's slowing
+under sustained load spreads over all of them, and each reports its median.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import subprocess
+import time
+from typing import Callable, Dict, Sequence
+
+import jax
+
+
+def chained(step: Callable, iters: int) -> Callable:
+    """jit(x -> step applied `iters` times)."""
+
+    @jax.jit
+    def run(x, *params):
+        return jax.lax.fori_loop(0, iters, lambda _, v: step(v, *params), x)
+
+    return run
+
+
+def iterations_for(estimate_ms: float, target_ms: float = 3.0, lo: int = 5, hi: int = 400) -> int:
+    """Calls per launch so that a launch takes about target_ms."""
+    return int(min(hi, max(lo, math.ceil(target_ms / max(estimate_ms, 1e-3)))))
+
+
+def launch_ms(fn: Callable, args: Sequence) -> float:
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    return (time.perf_counter() - t0) * 1e3
+
+
+def alternate(variants: Dict[str, tuple], rounds: int, warmup: int = 2) -> Dict[str, float]:
+    """variants: name -> (chained fn, args, iters). Returns name -> median ms per call."""
+    for fn, args, _ in variants.values():
+        for _ in range(warmup):
+            launch_ms(fn, args)
+    samples = {name: [] for name in variants}
+    names = list(variants)
+    for r in range(rounds):
+        # Rotate the starting variant too, so none is always first after a pause.
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn, args, iters = variants[name]
+            samples[name].append(launch_ms(fn, args) / iters)
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def git_state(root) -> tuple:
+    """(commit, dirty) of the checkout at root, or ("unknown", None) outside git."""
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
+                                    capture_output=True, text=True, check=True).stdout.strip())
+        return commit, dirty
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown", None
+
+
+def device_slug(device) -> str:
+    """'NVIDIA H200' -> 'h200'."""
+    kind = device.device_kind.lower().replace("nvidia", "").strip()
+    return kind.split()[0].replace(" ", "-") if kind else device.platform

@@ -1,0 +1,177 @@
+"""The conv pair's plan: the MLP's wave model applied to two implicit GEMMs.
+
+Both convolutions of the pair are GEMMs over the N*H*W output pixels:
+the producer's tiles cover [pixels, C1] with k = R1*S1*C0, the consumer's
+[pixels, C2] with k = R2*S2*C1 (tap-major, so a k-block is one filter tap's
+channel block). The plan has the same fields as the MLP's; only how it is
+chosen differs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Optional
+
+from . import kernels
+from ._op_common import check_mode
+from .activations import check_activation
+from .kernels import TileShape
+from .planner import DEVICES, CpuOptions, DeviceModel, MlpPlan, _as_tiles, grid, makespan
+from .policies import Conv2DTileSync, Optimizations, Policy, StridedSync, parse_policy
+
+FILTERS = ((1, 1), (3, 3))
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvPairPlan(MlpPlan):
+    """Everything static a conv pair runs with (the MLP plan's fields: tiles of
+    the two implicit GEMMs, policy, mode, tile orders, optimizations, kernel,
+    CPU options); hashable, so it is a primitive param."""
+
+
+def check_conv_activation(activation) -> str:
+    activation = check_activation(activation)
+    if activation == "swiglu":
+        raise ValueError("activation: 'swiglu' needs [gate | up] halves of a GEMM's columns; the "
+                         "conv pair takes 'relu', 'gelu', 'gelu_tanh', 'silu' or 'identity'")
+    return activation
+
+
+def resolve_conv_policy(policy, filter2: tuple) -> Optional[Policy]:
+    """The policy for a consumer with an R2 x S2 filter; None for "auto".
+
+    Conv2DTileSync named by a string or its class takes the consumer's
+    filter; an instance must match it."""
+    named = isinstance(policy, str) or isinstance(policy, type)
+    pol = parse_policy(policy)
+    if isinstance(pol, StridedSync):
+        raise ValueError(f"policy: {pol!r} groups column slices of a SwiGLU-like producer; the conv "
+                         "pair takes TileSync, RowSync or Conv2DTileSync")
+    if isinstance(pol, Conv2DTileSync):
+        if named:
+            return dataclasses.replace(pol, r=filter2[0], s=filter2[1])
+        if (pol.r, pol.s) != tuple(filter2):
+            raise ValueError(f"policy: Conv2DTileSync(r={pol.r}, s={pol.s}) does not match k2's "
+                             f"{filter2[0]}x{filter2[1]} filter; use Conv2DTileSync({filter2[0]}, "
+                             f"{filter2[1]})")
+    return pol
+
+
+def _cpu_k_block(channels: int) -> int:
+    """The largest divisor of `channels` up to 64, so a k-block of the CPU
+    executor stays within one filter tap (its waits then cover one channel
+    block, not every channel)."""
+    return max(d for d in range(1, min(channels, 64) + 1) if channels % d == 0)
+
+
+def _as_filter(name: str, f) -> tuple:
+    f = (f, f) if isinstance(f, int) else tuple(f)
+    if f not in FILTERS:
+        raise ValueError(f"{name}: expected a 1x1 or 3x3 filter, got {f!r}")
+    return f
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvPairPlanReport:
+    """What plan_conv_pair decided and why (the wave model's numbers)."""
+
+    device: str
+    images: int
+    height: int
+    width: int
+    channels: tuple        # (C0, C1, C2)
+    filters: tuple         # ((R1, S1), (R2, S2))
+    activation: str
+    tile1: TileShape
+    tile2: TileShape
+    grid1: tuple
+    grid2: tuple
+    tiles1: int
+    tiles2: int
+    slots: int
+    waves_stream: int
+    waves_synced: int
+    makespan_stream: float   # simulated, in multiply-adds per slot
+    makespan_synced: float
+    policy: Policy
+    mode: str
+    plan: ConvPairPlan
+
+    @property
+    def waves_saved(self) -> int:
+        return self.waves_stream - self.waves_synced
+
+
+def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_channels: int,
+                   out_channels: Optional[int] = None, *, filter1=3, filter2=3,
+                   activation: str = "relu", device="h200", tile=None, policy="auto",
+                   mode="auto", optimizations: Optional[Optimizations] = None,
+                   cpu: Optional[CpuOptions] = None) -> ConvPairPlanReport:
+    """Plans y = conv(act(conv(x, k1)), k2) with x [images, height, width,
+    in_channels], k1 [R1, S1, in_channels, mid_channels], k2 [R2, S2,
+    mid_channels, out_channels] (out_channels defaults to mid_channels).
+
+    filter1, filter2: 1 or 3 (or (1, 1), (3, 3)). device: "cpu", a name in
+    DEVICES, or a DeviceModel. ``report.plan`` is what the op runs with.
+    """
+    for name, v in (("images", images), ("height", height), ("width", width),
+                    ("in_channels", in_channels), ("mid_channels", mid_channels)):
+        if not isinstance(v, int) or v < 0 or (v == 0 and name != "images"):
+            raise ValueError(f"{name}: expected a positive int, got {v!r}")
+    out_channels = mid_channels if out_channels is None else out_channels
+    f1, f2 = _as_filter("filter1", filter1), _as_filter("filter2", filter2)
+    activation = check_conv_activation(activation)
+    check_mode(mode)
+    optimizations = optimizations or Optimizations()
+    cpu = cpu or CpuOptions()
+    chosen_policy = resolve_conv_policy(policy, f2)
+    tiles = _as_tiles(tile)
+    on_cpu = isinstance(device, str) and device.lower() == "cpu"
+    if on_cpu:
+        # The CPU executor's slots are its worker threads.
+        model = DeviceModel("cpu", (cpu.threads if cpu.threads > 0 else os.cpu_count()) or 1)
+    else:
+        model = device if isinstance(device, DeviceModel) else DEVICES.get(str(device).lower())
+    if model is None:
+        raise ValueError(f"device: expected 'cpu', one of {sorted(DEVICES)} or a DeviceModel, "
+                         f"got {device!r}")
+    run_mode = "fused" if mode == "auto" else mode
+
+    if on_cpu:
+        default = kernels.CPU_DEFAULT_TILE
+        t1, t2 = tiles or (TileShape(default.m, default.n, _cpu_k_block(in_channels)),
+                           TileShape(default.m, default.n, _cpu_k_block(mid_channels)))
+        candidates = [(t1, t2, 0)]
+    elif tiles is not None:
+        known = {c.tile: c.kernel for c in kernels.CONV_CUDA_CONFIGS}
+        candidates = [(tiles[0], tiles[1], known.get(tiles[0], 0))]
+    else:
+        candidates = [(c.tile, c.tile, c.kernel) for c in kernels.CONV_CUDA_CONFIGS]
+
+    pixels = images * height * width
+    best = None
+    for t1, t2, kernel in candidates:
+        # The paper's conv pairs use Conv2DTileSync: it overlaps the most, and
+        # a consumer tile's halo spans few producer rows, so its waits are few.
+        pol = chosen_policy or Conv2DTileSync(*f2)
+        g1, g2 = grid(pixels, mid_channels, t1), grid(pixels, out_channels, t2)
+        n1, n2 = g1[0] * g1[1], g2[0] * g2[1]
+        slots = model.sms * min(model.ctas_per_sm(t1), model.ctas_per_sm(t2))
+        d1 = [float(t1.m * t1.n * f1[0] * f1[1] * in_channels)] * n1  # multiply-adds per tile
+        d2 = [float(t2.m * t2.n * f2[0] * f2[1] * mid_channels)] * n2
+        plan = ConvPairPlan(t1, t2, pol, run_mode, "row_major", "row_major", optimizations,
+                            kernel, cpu)
+        rep = ConvPairPlanReport(
+            device=model.name, images=images, height=height, width=width,
+            channels=(in_channels, mid_channels, out_channels), filters=(f1, f2),
+            activation=activation, tile1=t1, tile2=t2, grid1=g1, grid2=g2, tiles1=n1, tiles2=n2,
+            slots=slots, waves_stream=math.ceil(n1 / slots) + math.ceil(n2 / slots),
+            waves_synced=math.ceil((n1 + n2) / slots),
+            makespan_stream=makespan(d1, slots) + makespan(d2, slots),
+            makespan_synced=makespan(d1 + d2, slots), policy=pol, mode=run_mode, plan=plan)
+        cost = rep.makespan_synced if run_mode != "serial" else rep.makespan_stream
+        if best is None or cost < best[0]:
+            best = (cost, rep)
+    return best[1]
+

@@ -1,0 +1,36 @@
+"""gemm: a @ w on the Hopper GEMM-chain kernel (kernel family 1) alone.
+
+The synced MLP's two GEMMs run on this kernel; timing it without the second
+GEMM and without synchronization (bench/gemm.py) separates the GEMM's own
+speed from what the synchronization saves. Needs a Hopper GPU.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _backend
+
+TILE_WIDTHS = (128, 256)
+
+
+def gemm(a, w, *, tile_n: int = 128):
+    """``a @ w`` for a: [m, k], w: [k, n], both float16 or both bfloat16
+    (float32 accumulation); tile_n: the kernel's tile width, 128 or 256."""
+    if np.ndim(a) != 2 or np.ndim(w) != 2 or np.shape(a)[1] != np.shape(w)[0]:
+        raise ValueError(f"a, w: expected shapes [m, k] and [k, n], got {np.shape(a)} and {np.shape(w)}")
+    dtype = jnp.result_type(a)
+    if dtype not in (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16)) or jnp.result_type(w) != dtype:
+        raise TypeError(f"a, w: expected one dtype, float16 or bfloat16; got {dtype} and {jnp.result_type(w)}")
+    (m, k), n = np.shape(a), np.shape(w)[1]
+    if n % 8 or k % 8:
+        raise ValueError(f"w: n and k must be multiples of 8 (16-byte rows for TMA), got shape {np.shape(w)}")
+    if tile_n not in TILE_WIDTHS:
+        raise ValueError(f"tile_n: expected one of {TILE_WIDTHS}, got {tile_n!r}")
+    _backend.ensure_cuda_registered()
+    out, _counter = jax.ffi.ffi_call(
+        "cusync_gemm",
+        (jax.ShapeDtypeStruct((m, n), dtype), jax.ShapeDtypeStruct((1,), jnp.int32)),
+    )(a, w, tile_n=np.int64(tile_n))
+    return out

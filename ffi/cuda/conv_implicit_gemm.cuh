@@ -1,0 +1,176 @@
+// One tile of an implicit-GEMM convolution (NHWC input, HWIO filter,
+// stride 1, SAME padding) on tensor cores (WMMA, sm_80+), f16 or bf16 in,
+// float accumulation.
+//
+//   out[p, co] = sum over taps t and channels c of in[src(p, t), c] * w[t, c, co]
+//
+// p is an output pixel of the flattened (n, h, w) grid, src(p, t) the input
+// pixel that tap t reads (none in the padding). The k loop runs tap by tap and,
+// within a tap, over channel blocks of kTileK, so a k-block is one tap's
+// channel block: exactly the granularity cusync::conv_dependency maps to a
+// producer region. The mainloop calls a hook before loading each k-block's A
+// tile (the consumer waits there); the caller supplies the epilogue.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <cstdint>
+
+namespace cusync_cuda {
+namespace conv {
+
+constexpr int kTileM = 128;  // output pixels per tile
+constexpr int kTileN = 64;   // output channels per tile
+constexpr int kTileK = 32;   // channels of one filter tap per k-block
+constexpr int kThreads = 256;  // 8 warps: 4 along m x 2 along n, 32x32 each
+constexpr int kPadAB = 8;      // smem row padding (elements), against bank conflicts
+constexpr int kPadC = 4;
+
+struct ConvShape {
+  int images, height, width;
+  int in_channels, out_channels;
+  int filter_r, filter_s;
+  __host__ __device__ int pixels() const { return images * height * width; }
+};
+
+template <class T>
+union SharedStorage {
+  struct {
+    T a[kTileM][kTileK + kPadAB];
+    T b[kTileK][kTileN + kPadAB];
+  } mainloop;
+  float c[kTileM][kTileN + kPadC];  // epilogue staging (after the mainloop)
+};
+
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// 16-byte and 2-byte loads. `coherent`: the data is written by other blocks
+// of the same grid (the producer's h), so it must bypass the non-coherent L1
+// path (ld.global.cg); inputs written before the launch use the read-only path.
+__device__ __forceinline__ uint4 load16(const void* p, bool coherent) {
+  return coherent ? __ldcg(static_cast<const uint4*>(p)) : __ldg(static_cast<const uint4*>(p));
+}
+__device__ __forceinline__ unsigned short load2(const void* p, bool coherent) {
+  return coherent ? __ldcg(static_cast<const unsigned short*>(p))
+                  : __ldg(static_cast<const unsigned short*>(p));
+}
+
+// The input pixel that tap (dr, ds) reads for output pixel p, or -1 (padding
+// or p past the end).
+__device__ __forceinline__ int tap_source(const ConvShape& s, int p, int dr, int ds) {
+  if (p >= s.pixels()) return -1;
+  const int per_image = s.height * s.width;
+  const int n = p / per_image, within = p % per_image;
+  const int ih = within / s.width + dr - s.filter_r / 2;
+  const int iw = within % s.width + ds - s.filter_s / 2;
+  if (ih < 0 || ih >= s.height || iw < 0 || iw >= s.width) return -1;
+  return (n * s.height + ih) * s.width + iw;
+}
+
+// A tile: kTileM pixels x kTileK channels of tap (dr, ds), zero outside.
+template <class T>
+__device__ __forceinline__ void load_a(const ConvShape& s, const T* in, bool coherent, int row0, int dr,
+                                       int ds, int c_begin, SharedStorage<T>& sm) {
+  constexpr int chunks = kTileK / 8;  // 8 channels (16 bytes) per chunk
+  const bool vector = s.in_channels % 8 == 0;
+  for (int i = threadIdx.x; i < kTileM * chunks; i += kThreads) {
+    const int r = i / chunks, c = c_begin + (i % chunks) * 8;
+    const int src = tap_source(s, row0 + r, dr, ds);
+    unsigned short* dst = reinterpret_cast<unsigned short*>(&sm.mainloop.a[r][(i % chunks) * 8]);
+    if (vector) {
+      const uint4 v = (src >= 0 && c < s.in_channels)
+                          ? load16(in + static_cast<int64_t>(src) * s.in_channels + c, coherent)
+                          : make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+      for (int j = 0; j < 8; ++j)
+        dst[j] = (src >= 0 && c + j < s.in_channels)
+                     ? load2(in + static_cast<int64_t>(src) * s.in_channels + c + j, coherent)
+                     : 0;
+    }
+  }
+}
+
+// B tile: kTileK channels x kTileN output channels of tap `tap`, zero outside.
+template <class T>
+__device__ __forceinline__ void load_b(const ConvShape& s, const T* w, int tap, int c_begin, int col0,
+                                       SharedStorage<T>& sm) {
+  constexpr int chunks = kTileN / 8;
+  const bool vector = s.out_channels % 8 == 0;
+  for (int i = threadIdx.x; i < kTileK * chunks; i += kThreads) {
+    const int kk = i / chunks, c = c_begin + kk, co = col0 + (i % chunks) * 8;
+    const T* src = w + (static_cast<int64_t>(tap) * s.in_channels + c) * s.out_channels + co;
+    unsigned short* dst = reinterpret_cast<unsigned short*>(&sm.mainloop.b[kk][(i % chunks) * 8]);
+    if (vector) {
+      *reinterpret_cast<uint4*>(dst) =
+          (c < s.in_channels && co < s.out_channels) ? load16(src, false) : make_uint4(0, 0, 0, 0);
+    } else {
+      for (int j = 0; j < 8; ++j)
+        dst[j] = (c < s.in_channels && co + j < s.out_channels) ? load2(src + j, false) : 0;
+    }
+  }
+}
+
+template <class T>
+using FragA = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, T, nvcuda::wmma::row_major>;
+template <class T>
+using FragB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, T, nvcuda::wmma::row_major>;
+using FragC = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>;
+
+// Computes the tile at (row0, col0) into sm.c. `wait(k_begin, k_end)` runs
+// before each k-block's A tile is loaded (k in the GEMM's tap-major k index);
+// it must end with every thread past a barrier. With `reorder`, the B tile (no
+// dependency) is loaded before the wait.
+template <class T, class Wait>
+__device__ void conv_tile(const ConvShape& s, const T* in, bool coherent, const T* w, int row0, int col0,
+                          bool reorder, SharedStorage<T>& sm, Wait&& wait) {
+  const int warp = threadIdx.x / 32;
+  const int wm = (warp % 4) * 32, wn = (warp / 4) * 32;
+  FragC acc[2][2];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) nvcuda::wmma::fill_fragment(acc[i][j], 0.f);
+
+  for (int tap = 0; tap < s.filter_r * s.filter_s; ++tap) {
+    const int dr = tap / s.filter_s, ds = tap % s.filter_s;
+    for (int cb = 0; cb < s.in_channels; cb += kTileK) {
+      const int k_begin = tap * s.in_channels + cb;
+      const int k_end = tap * s.in_channels + min(cb + kTileK, s.in_channels);
+      __syncthreads();  // the previous k-block's fragments are loaded
+      if (reorder) load_b(s, w, tap, cb, col0, sm);
+      wait(k_begin, k_end);
+      if (!reorder) load_b(s, w, tap, cb, col0, sm);
+      load_a(s, in, coherent, row0, dr, ds, cb, sm);
+      __syncthreads();
+      for (int kk = 0; kk < kTileK; kk += 16) {
+        FragA<T> a[2];
+        FragB<T> b[2];
+        for (int i = 0; i < 2; ++i)
+          nvcuda::wmma::load_matrix_sync(a[i], &sm.mainloop.a[wm + 16 * i][kk], kTileK + kPadAB);
+        for (int j = 0; j < 2; ++j)
+          nvcuda::wmma::load_matrix_sync(b[j], &sm.mainloop.b[kk][wn + 16 * j], kTileN + kPadAB);
+        for (int i = 0; i < 2; ++i)
+          for (int j = 0; j < 2; ++j) nvcuda::wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+      }
+    }
+  }
+  __syncthreads();  // sm.c aliases the mainloop buffers
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      nvcuda::wmma::store_matrix_sync(&sm.c[wm + 16 * i][wn + 16 * j], acc[i][j], kTileN + kPadC,
+                                      nvcuda::wmma::mem_row_major);
+  __syncthreads();
+}
+
+}  // namespace conv
+}  // namespace cusync_cuda

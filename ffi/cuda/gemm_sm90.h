@@ -1,0 +1,18 @@
+// A plain GEMM on the Hopper GEMM-chain kernel (one stage, no epilogue
+// activation): out[m, n] = a[m, k] @ w[k, n], row-major. The synced MLP's
+// GEMMs alone, for benchmarks against XLA's dot.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/mlp_launch.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace cusync_cuda {
+
+// `counter`: one int32 of device memory that the kernel's tile scheduler
+// counts on; the caller zeroes it on `stream` first. tile_n: 128 or 256.
+xla::ffi::Error launch_gemm_sm90(const void* a, const void* w, void* out, int* counter, int m, int n, int k,
+                                 bool bf16, int tile_n, cudaStream_t stream, const DeviceInfo& device);
+
+}  // namespace cusync_cuda

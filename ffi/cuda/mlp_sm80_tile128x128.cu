@@ -1,0 +1,6 @@
+// Family-0 kernels of the 128x128 tile (see mlp_sm80_kernels.cuh).
+#include "cuda/mlp_sm80_kernels.cuh"
+
+namespace cusync_cuda::sm80 {
+std::vector<KernelEntry> kernels_128x128() { return entries_for_tile<Tile128x128>(); }
+}  // namespace cusync_cuda::sm80

@@ -1,0 +1,38 @@
+// The compiled configurations of the Hopper GEMM-chain kernel. Each is
+// instantiated once, in sm90_chain_f16.cu or sm90_chain_bf16.cu (two files so
+// a two-core build compiles them side by side); users see only the
+// declarations below. cusync_jax/kernels.py lists the same tiles (kernel 1).
+#pragma once
+
+#include "cuda/sm90_chain_launch.cuh"
+
+namespace cusync_sm90 {
+
+using ChainF16x128 = ChainConfig<cute::half_t, 128, false>;
+using ChainF16x256 = ChainConfig<cute::half_t, 256, false>;
+using ChainF16x128Swiglu = ChainConfig<cute::half_t, 128, true>;
+using ChainF16x256Swiglu = ChainConfig<cute::half_t, 256, true>;
+using ChainBF16x128 = ChainConfig<cute::bfloat16_t, 128, false>;
+using ChainBF16x256 = ChainConfig<cute::bfloat16_t, 256, false>;
+using ChainBF16x128Swiglu = ChainConfig<cute::bfloat16_t, 128, true>;
+using ChainBF16x256Swiglu = ChainConfig<cute::bfloat16_t, 256, true>;
+
+#define CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, Cfg) \
+  EXTERN template cudaError_t launch_chain<Cfg>(const ChainParams<Cfg>&, int, cudaStream_t);
+
+#define CUSYNC_SM90_CHAIN_F16_INSTANCES(EXTERN)          \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x128)       \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x256)       \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x128Swiglu) \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x256Swiglu)
+
+#define CUSYNC_SM90_CHAIN_BF16_INSTANCES(EXTERN)          \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x128)       \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x256)       \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x128Swiglu) \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x256Swiglu)
+
+CUSYNC_SM90_CHAIN_F16_INSTANCES(extern)
+CUSYNC_SM90_CHAIN_BF16_INSTANCES(extern)
+
+}  // namespace cusync_sm90

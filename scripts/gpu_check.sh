@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# One pass of GPU work on a machine without internet: install the wheels
+# brought along in .whl/, build and install the package, run the GPU tests and
+# the MLP benchmark, and leave logs and results in OUTDIR.
+#
+#   scripts/gpu_check.sh OUTDIR
+#
+# Environment (all optional):
+#   CUSYNC_COMMIT, CUSYNC_DIRTY  commit measured and 0/1 for uncommitted changes
+#                                (the tree on a device machine is not a git checkout)
+#   GPU_TESTS                    pytest arguments (default: -m gpu tests)
+#   BENCH_ARGS                   extra arguments of bench/mlp.py (default: the full sweep)
+#   SKIP_TESTS=1, SKIP_BENCH=1   leave a phase out
+#   TEST_TIMEOUT, BENCH_TIMEOUT  seconds before a phase is stopped (default 300, 360)
+set -uo pipefail
+
+OUTDIR=${1:?usage: scripts/gpu_check.sh OUTDIR}
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+status=0
+phase() { echo "== $* ($(date +%H:%M:%S))"; }
+
+phase "environment"
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
+    --format=csv 2>&1
+  nvcc --version 2>&1 | tail -1
+  "$PY" -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())' 2>&1
+  echo "commit ${CUSYNC_COMMIT:-unknown} dirty ${CUSYNC_DIRTY:-unknown}"
+} | tee "$OUTDIR/env.txt"
+
+if compgen -G ".whl/*.whl" > /dev/null; then
+  phase "installing wheels from .whl/"
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/cusync-wheels .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/cusync-wheels${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+phase "building (log: build.log)"
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+export CUDAFLAGS="${CUDAFLAGS:-} --threads 0"  # compile the sm_80 and sm_90a passes in parallel
+start=$(date +%s)
+if ! "$PY" -m pip install --no-build-isolation --no-deps -v . > "$OUTDIR/build.log" 2>&1; then
+  tail -40 "$OUTDIR/build.log"
+  echo "build failed"
+  exit 1
+fi
+echo "built in $(( $(date +%s) - start )) s"
+
+if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
+  phase "GPU tests (log: pytest.log)"
+  # shellcheck disable=SC2086
+  timeout -k 10 "${TEST_TIMEOUT:-300}" "$PY" -P -m pytest -p no:cacheprovider -q -rfEs --timeout 120 \
+    ${GPU_TESTS:--m gpu tests} > "$OUTDIR/pytest.log" 2>&1
+  rc=$?
+  grep -E "^(FAILED|ERROR)" "$OUTDIR/pytest.log" | head -20
+  tail -1 "$OUTDIR/pytest.log"
+  [[ $rc == 124 ]] && echo "GPU tests stopped after ${TEST_TIMEOUT:-300} s"
+  [[ $rc != 0 ]] && status=1
+fi
+
+if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
+  phase "MLP benchmark (log: bench.log)"
+  # shellcheck disable=SC2086
+  timeout -k 10 "${BENCH_TIMEOUT:-360}" "$PY" bench/mlp.py --out-dir "$OUTDIR" \
+    --commit "${CUSYNC_COMMIT:-unknown}" ${CUSYNC_DIRTY:+--dirty "$CUSYNC_DIRTY"} ${BENCH_ARGS:-} \
+    > "$OUTDIR/bench.log" 2>&1
+  rc=$?
+  sed -n '/best synced variant/,$p' "$OUTDIR/bench.log"
+  [[ $rc == 124 ]] && echo "benchmark stopped after ${BENCH_TIMEOUT:-360} s (results so far are in OUTDIR)"
+  [[ $rc != 0 ]] && { tail -20 "$OUTDIR/bench.log"; status=1; }
+fi
+phase "done (status $status)"
+exit $status

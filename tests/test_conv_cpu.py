@@ -1,0 +1,266 @@
+"""synced_conv_pair on the CPU tile executor against lax.conv_general_dilated
+(float32), its errors, and stress runs with random per-tile delays."""
+import random
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import cusync_jax as cs
+from helpers import TOL, conv_inputs, rel_err
+
+POLICIES = [cs.Conv2DTileSync(3, 3), cs.TileSync(), cs.RowSync()]
+MODES = ["fused", "streams", "serial"]
+
+
+def synced(x, k1, k2, b1, b2, res=None, **kw):
+    return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, residual=res, **kw)
+
+
+def reference(x, k1, k2, b1, b2, res=None, **kw):
+    return cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2, residual=res, **kw)
+
+
+# Every policy in every mode in float32; the narrow dtypes in the fused mode.
+NUMERICS = ([(p, m, jnp.float32) for p in POLICIES for m in MODES]
+            + [(p, "fused", d) for p in POLICIES for d in (jnp.float16, jnp.bfloat16)])
+
+
+@pytest.mark.parametrize("policy,mode,dtype", NUMERICS,
+                         ids=[f"{type(p).__name__}-{m}-{jnp.dtype(d).name}" for p, m, d in NUMERICS])
+def test_numerics_every_policy_mode_dtype(policy, mode, dtype):
+    # 2 images of 7x7: 98 pixel rows in 16-row tiles, so tiles straddle image
+    # rows and images; 24-wide channel tiles leave ragged edges.
+    ops = conv_inputs(11, 2, 7, 7, 8, 64, 24, dtype, residual=True)
+    f = jax.jit(lambda *a: synced(*a, policy=policy, mode=mode, tile=(16, 24, 16)))
+    y = f(*ops)
+    assert y.dtype == dtype and y.shape == (2, 7, 7, 24)
+    assert rel_err(y, reference(*ops)) < TOL[dtype]
+
+
+@pytest.mark.parametrize("n,h,w,c0,c1,c2,f1,f2,tile,policy", [
+    (1, 7, 7, 64, 64, 64, 3, 3, None, "auto"),          # ResNet's 64-channel pair, default tiles
+    (3, 13, 13, 16, 32, 16, 3, 3, (32, 16, 16), "auto"),
+    (3, 13, 13, 16, 32, 16, 3, 3, (32, 16, 16), cs.RowSync()),
+    (1, 56, 56, 4, 8, 4, 3, 3, (128, 8, 8), "auto"),    # the ResNet spatial size, small channels
+    (2, 3, 5, 256, 128, 512, 3, 3, None, "auto"),       # wide channels at a tiny spatial size
+    (2, 1, 1, 512, 512, 64, 3, 3, None, cs.RowSync()),  # 1x1 image: only the centre tap is inside
+    (32, 3, 3, 8, 16, 8, 3, 3, (16, 16, 16), "auto"),   # batch 32
+    (2, 7, 7, 64, 32, 64, 1, 1, (16, 16, 16), "auto"),  # 1x1 filters
+    (2, 7, 7, 64, 32, 64, 1, 1, (16, 16, 16), cs.RowSync()),
+    (2, 7, 13, 32, 64, 32, 3, 1, (16, 32, 32), "auto"),
+    (2, 13, 7, 24, 48, 40, 1, 3, (24, 16, 24), cs.TileSync()),
+])
+def test_shapes_filters_and_batches(n, h, w, c0, c1, c2, f1, f2, tile, policy):
+    ops = conv_inputs(n * h + c1, n, h, w, c0, c1, c2, jnp.float32, f1=f1, f2=f2)
+    y = synced(*ops, policy=policy, tile=tile)
+    assert y.shape == (n, h, w, c2)
+    assert rel_err(y, reference(*ops)) < 1e-4
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh", "silu", "identity"])
+def test_activations_residual_and_no_bias(activation):
+    x, k1, k2, _, _, res = conv_inputs(3, 2, 7, 7, 16, 32, 16, jnp.float32, bias=False,
+                                       residual=True)
+    y = cs.synced_conv_pair(x, k1, k2, activation=activation, residual=res, tile=(16, 16, 16))
+    want = cs.conv_pair_reference(x, k1, k2, activation=activation, residual=res)
+    assert rel_err(y, want) < 1e-4
+
+
+@pytest.mark.parametrize("opts", [
+    cs.Optimizations(False, False, False, False),
+    cs.Optimizations(hardware_block_order=True),
+])
+@pytest.mark.parametrize("order", ["row_major", "column_major"])
+def test_optimizations_and_tile_orders(opts, order):
+    import dataclasses
+    ops = conv_inputs(4, 2, 7, 7, 16, 32, 16, jnp.float32)
+    base = cs.plan_conv_pair(2, 7, 7, 16, 32, 16, device="cpu", tile=(16, 16, 16),
+                             optimizations=opts).plan
+    plan = dataclasses.replace(base, order1=order, order2=order)
+    assert rel_err(synced(*ops, plan=plan), reference(*ops)) < 1e-4
+
+
+def test_intermediate_is_the_activated_first_conv():
+    x, k1, k2, b1, b2, _ = conv_inputs(5, 2, 7, 7, 8, 16, 8, jnp.float32)
+    plan = cs.plan_conv_pair(2, 7, 7, 8, 16, 8, device="cpu", tile=(16, 16, 16)).plan
+    _, h, sync = cs.synced_conv_pair_p.bind(x, k1, b1, k2, b2, jnp.zeros((0,)), plan=plan,
+                                            activation="relu")
+    want = jax.nn.relu(jax.lax.conv_general_dilated(x, k1, (1, 1), "SAME",
+                                                    dimension_numbers=("NHWC", "HWIO", "NHWC")) + b1)
+    assert rel_err(h, want) < 1e-5
+    # Every producer tile posted once (Conv2DTileSync: one semaphore per tile).
+    tiles = 7  # ceil(98 pixels / 16) rows x 1 column of 16 channels
+    assert sync.shape == (8 + tiles,) and np.all(np.asarray(sync[8:]) == 1)
+
+
+def test_empty_batch():
+    x, k1, k2, b1, b2, _ = conv_inputs(6, 1, 7, 7, 8, 16, 8, jnp.float32)
+    y = synced(jnp.zeros((0, 7, 7, 8)), k1, k2, b1, b2)
+    assert y.shape == (0, 7, 7, 8)
+
+
+def test_vmap_shared_filters_fold_and_per_example_filters_loop():
+    x, k1, k2, b1, b2, res = conv_inputs(7, 2, 7, 7, 8, 16, 8, jnp.float32, residual=True,
+                                         lead=(3,))
+    f = lambda x_, k1_, r_: synced(x_, k1_, k2, b1, b2, r_, tile=(16, 16, 16))
+    ref = lambda x_, k1_, r_: reference(x_, k1_, k2, b1, b2, r_)
+    y = jax.jit(jax.vmap(f, in_axes=(0, None, 0)))(x, k1, res)
+    assert rel_err(y, jax.vmap(ref, in_axes=(0, None, 0))(x, k1, res)) < 1e-4
+    # A residual shared by every batch element (x batched, residual not).
+    y1 = jax.vmap(f, in_axes=(0, None, None))(x, k1, res[0])
+    assert rel_err(y1, jax.vmap(ref, in_axes=(0, None, None))(x, k1, res[0])) < 1e-4
+    k1s = jnp.stack([k1 * s for s in (1.0, -0.5, 2.0)])
+    y2 = jax.jit(jax.vmap(f))(x, k1s, res)
+    assert rel_err(y2, jax.vmap(ref)(x, k1s, res)) < 1e-4
+
+
+@pytest.mark.parametrize("activation,f1,f2", [("relu", 3, 3), ("gelu", 3, 1), ("silu", 1, 3)])
+def test_grad_matches_jnp(activation, f1, f2):
+    ops = conv_inputs(8, 2, 5, 7, 8, 16, 8, jnp.float32, f1=f1, f2=f2, residual=True)
+
+    def loss(fn, *args):
+        return jnp.sum(jnp.sin(fn(*args, activation=activation)))  # a non-trivial cotangent
+
+    argnums = tuple(range(6))
+    g = jax.jit(jax.grad(lambda *a: loss(lambda *b, **kw: synced(*b, tile=(16, 8, 8), **kw), *a),
+                         argnums=argnums))(*ops)
+    gr = jax.grad(lambda *a: loss(reference, *a), argnums=argnums)(*ops)
+    for name, a, b in zip(["x", "k1", "k2", "b1", "b2", "residual"], g, gr):
+        assert rel_err(a, b) < 1e-4, name
+
+
+def test_grad_bf16_without_residual():
+    x, k1, k2, b1, b2, _ = conv_inputs(9, 2, 7, 7, 8, 16, 8, jnp.bfloat16)
+    f = lambda x_, k1_: jnp.sum(synced(x_, k1_, k2, b1, b2).astype(jnp.float32) ** 2)
+    fr = lambda x_, k1_: jnp.sum(reference(x_, k1_, k2, b1, b2) ** 2)
+    g = jax.grad(f, argnums=(0, 1))(x, k1)
+    gr = jax.grad(fr, argnums=(0, 1))(x.astype(jnp.float32), k1.astype(jnp.float32))
+    assert g[0].dtype == jnp.bfloat16
+    for a, b in zip(g, gr):
+        assert rel_err(a, b) < 5e-2
+
+
+def test_plan_auto_policy_follows_the_consumer_filter():
+    assert cs.plan_conv_pair(1, 7, 7, 8, 8, device="cpu").policy == cs.Conv2DTileSync(3, 3)
+    assert cs.plan_conv_pair(1, 7, 7, 8, 8, filter2=1, device="cpu").policy == cs.Conv2DTileSync(1, 1)
+    # Named, the policy takes k2's filter; the CPU k-block stays inside one tap.
+    rep = cs.plan_conv_pair(1, 7, 7, 24, 48, filter2=1, policy="conv2dtilesync", device="cpu")
+    assert rep.policy == cs.Conv2DTileSync(1, 1) and rep.tile1.k == 24 and rep.tile2.k == 48
+    # The wave model: 56x56x64 at batch 1 on an H200 fits both convs in one wave.
+    rep = cs.plan_conv_pair(1, 56, 56, 64, 64, device="h200")
+    assert (rep.tiles1, rep.waves_stream, rep.waves_synced) == (25, 2, 1)
+
+
+# ---------------------------------------------------------------- bad input
+_x = jnp.ones((2, 7, 7, 8))
+_k1 = jnp.ones((3, 3, 8, 16))
+_k2 = jnp.ones((3, 3, 16, 4))
+
+
+@pytest.mark.parametrize("args,kwargs,exc,pattern", [
+    ((jnp.ones((7, 7, 8)), _k1, _k2), {}, ValueError,
+     r"x: expected an NHWC image batch \[N, H, W, C\] \(rank 4\), got shape \(7, 7, 8\)"),
+    ((jnp.ones((2, 8, 7, 7)), _k1, _k2), {}, ValueError,
+     r"k1: expected shape \[3, 3, 7, C1\] to match x's channels \(x shape \(2, 8, 7, 7\), NHWC\), "
+     r"got shape \(3, 3, 8, 16\) \(x looks like NCHW"),
+    ((_x, jnp.ones((3, 8, 16)), _k2), {}, ValueError, r"k1: expected an HWIO filter .*rank 4.*\(3, 8, 16\)"),
+    ((_x, jnp.ones((16, 8, 3, 3)), _k2), {}, ValueError,
+     r"k1: expected an HWIO filter .*got shape \(16, 8, 3, 3\) \(this looks like OIHW"),
+    ((_x, jnp.ones((2, 2, 8, 16)), _k2), {}, ValueError, r"k1: .*1x1 or 3x3 taps.*\(2, 2, 8, 16\)"),
+    ((_x, _k1, jnp.ones((5, 5, 16, 4))), {}, ValueError, r"k2: .*1x1 or 3x3 taps.*\(5, 5, 16, 4\)"),
+    ((_x, _k1, jnp.ones((3, 1, 16, 4))), {}, ValueError, r"k2: .*1x1 or 3x3 taps.*\(3, 1, 16, 4\)"),
+    ((_x, jnp.ones((3, 3, 9, 16)), _k2), {}, ValueError,
+     r"k1: expected shape \[3, 3, 8, C1\] to match x's channels .* got shape \(3, 3, 9, 16\)"),
+    ((_x, _k1, jnp.ones((3, 3, 12, 4))), {}, ValueError,
+     r"k2: expected shape \[3, 3, 16, C2\] to match k1's output channels \(k1 shape \(3, 3, 8, 16\)\), "
+     r"got shape \(3, 3, 12, 4\)"),
+    ((_x, jnp.ones((3, 3, 8, 0)), jnp.ones((3, 3, 0, 4))), {}, ValueError,
+     r"k1: expected at least one channel \(last dimension\), got shape \(3, 3, 8, 0\)"),
+    ((_x, _k1, _k2), {"b1": jnp.ones((8,))}, ValueError, r"b1: expected shape \(16,\), got shape \(8,\)"),
+    ((_x, _k1, _k2), {"b2": jnp.ones((16,))}, ValueError, r"b2: expected shape \(4,\), got shape \(16,\)"),
+    ((_x, _k1, _k2), {"residual": jnp.ones((2, 7, 7, 16))}, ValueError,
+     r"residual: expected the output's shape \(2, 7, 7, 4\), got shape \(2, 7, 7, 16\)"),
+    ((_x.astype(jnp.float16), _k1, _k2), {}, TypeError, r"k1: dtype float32 does not match x's dtype float16"),
+    ((_x, _k1, _k2), {"residual": jnp.ones((2, 7, 7, 4), jnp.bfloat16)}, TypeError,
+     r"residual: dtype bfloat16 does not match x's dtype float32"),
+    ((_x.astype(jnp.int32), _k1.astype(jnp.int32), _k2.astype(jnp.int32)), {}, TypeError,
+     r"x: expected float32, float16 or bfloat16, got int32"),
+    ((_x, _k1, _k2), {"activation": "swiglu"}, ValueError, r"activation: 'swiglu' needs"),
+    ((_x, _k1, _k2), {"activation": "tanh"}, ValueError, r"activation: expected one of"),
+    ((_x, _k1, _k2), {"policy": cs.StridedSync(2)}, ValueError, r"policy: .*the conv pair takes"),
+    ((_x, _k1, _k2), {"policy": cs.Conv2DTileSync(1, 1)}, ValueError,
+     r"policy: Conv2DTileSync\(r=1, s=1\) does not match k2's 3x3 filter"),
+    ((_x, _k1, _k2), {"policy": "fastest"}, ValueError, r"policy: expected 'auto'"),
+    ((_x, _k1, _k2), {"mode": "parallel"}, ValueError, r"mode: expected 'auto' or one of"),
+    ((_x, _k1, _k2), {"plan": cs.plan_mlp(8, 8, 8, device="cpu").plan}, TypeError,
+     r"plan: expected a ConvPairPlan, got MlpPlan"),
+])
+def test_bad_input(args, kwargs, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        cs.synced_conv_pair(*args, **kwargs)
+
+
+def test_plan_conv_pair_bad_arguments():
+    with pytest.raises(ValueError, match="height: expected a positive int"):
+        cs.plan_conv_pair(1, 0, 7, 8, 8)
+    with pytest.raises(ValueError, match=r"filter2: expected a 1x1 or 3x3 filter, got \(5, 5\)"):
+        cs.plan_conv_pair(1, 7, 7, 8, 8, filter2=5)
+
+
+def test_handler_rechecks_shapes_when_python_is_bypassed():
+    plan = cs.plan_conv_pair(2, 7, 7, 8, 16, 4, device="cpu").plan
+    bad_k2 = jnp.ones((3, 3, 12, 4))
+    with pytest.raises(Exception, match=r"1x1 or 3x3 HWIO filters that chain.*k2 \[3, 3, 12, 4\]"):
+        jax.block_until_ready(cs.synced_conv_pair_p.bind(
+            _x, _k1, jnp.ones((16,)), bad_k2, jnp.ones((4,)), jnp.zeros((0,)), plan=plan,
+            activation="relu"))
+
+
+# ------------------------------------------------------------------- stress
+STRESS_TILE = (16, 16, 16)
+
+
+def _run(ops, policy, mode, cpu):
+    return np.asarray(synced(*ops, policy=policy, mode=mode, tile=STRESS_TILE, cpu=cpu))
+
+
+@pytest.mark.timeout(300)
+def test_random_delays_and_threads_give_identical_results():
+    # 98 pixel rows x 32 channels: 7 x 2 producer tiles, halos of 8 pixels.
+    ops = conv_inputs(21, 2, 7, 7, 8, 32, 16, jnp.float32, residual=True)
+    expected = _run(ops, cs.TileSync(), "serial", cs.CpuOptions(threads=1))
+    rng = random.Random(4321)
+    for i in range(36):
+        policy = rng.choice(POLICIES)
+        mode = rng.choice(("fused", "streams"))
+        cpu = cs.CpuOptions(threads=rng.randint(1, 6), delay_us=rng.choice((50, 200, 500)),
+                            seed=rng.randrange(1 << 30), wait_timeout_ms=20_000)
+        got = _run(ops, policy, mode, cpu)
+        assert np.array_equal(got, expected), (i, policy, mode, cpu)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("policy", [cs.RowSync(under_wait=1), cs.TileSync(under_wait=1),
+                                    cs.Conv2DTileSync(3, 3, under_wait=1)],
+                         ids=["RowSync", "TileSync", "Conv2DTileSync"])
+def test_stress_catches_a_policy_that_waits_on_too_few_tiles(policy):
+    # 4 producer column tiles per row, so RowSync(under_wait=1) still waits,
+    # just for one post too few.
+    ops = conv_inputs(22, 2, 7, 7, 8, 64, 16, jnp.float32)
+    expected = _run(ops, cs.TileSync(), "serial", cs.CpuOptions(threads=1))
+    rng = random.Random(77)
+    for _ in range(40):
+        cpu = cs.CpuOptions(threads=rng.randint(2, 6), delay_us=500, seed=rng.randrange(1 << 30))
+        if not np.array_equal(_run(ops, policy, "streams", cpu), expected):
+            return
+    pytest.fail(f"{policy} read unfinished producer tiles in none of 40 delayed runs")
+
+
+@pytest.mark.timeout(120)
+def test_a_wait_that_can_never_be_satisfied_fails_instead_of_hanging():
+    ops = conv_inputs(23, 1, 7, 7, 8, 16, 8, jnp.float32)
+    cpu = cs.CpuOptions(threads=2, wait_timeout_ms=300)
+    with pytest.raises(Exception, match="waits for posts that never come"):
+        _run(ops, cs.Conv2DTileSync(3, 3, under_wait=-1), "fused", cpu)

@@ -1,0 +1,83 @@
+"""synced_conv_pair on a CUDA GPU against lax.conv_general_dilated in float32.
+Skipped (not failed) where no GPU or no CUDA backend is available."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import cusync_jax as cs
+from helpers import TOL, conv_inputs, rel_err
+
+pytestmark = pytest.mark.gpu
+
+POLICIES = [cs.Conv2DTileSync(3, 3), cs.TileSync(), cs.RowSync()]
+RUNS = [("serial", cs.Conv2DTileSync(3, 3))] + [(m, p) for m in ("streams", "fused") for p in POLICIES]
+
+
+def synced(ops, **kw):
+    x, k1, k2, b1, b2, res = ops
+    return jax.jit(lambda *a: cs.synced_conv_pair(*a[:3], b1=a[3], b2=a[4], residual=a[5], **kw))(
+        x, k1, k2, b1, b2, res)
+
+
+def reference(ops):
+    x, k1, k2, b1, b2, res = ops
+    return cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2, residual=res)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("n,size,c", [(1, 56, 64), (4, 28, 128), (8, 13, 256), (32, 7, 512),
+                                      (2, 7, 64)])
+def test_every_policy_and_mode_matches_xla_and_each_other(n, size, c, dtype):
+    ops = conv_inputs(n * size + c, n, size, size, c, c, c, dtype, residual=True)
+    want = reference(ops)
+    results = {}
+    for mode, policy in RUNS:
+        y = synced(ops, policy=policy, mode=mode)
+        assert y.dtype == dtype and y.shape == (n, size, size, c)
+        assert rel_err(y, want) < TOL[dtype], (mode, policy)
+        results[(mode, type(policy).__name__)] = np.asarray(y)
+    # Every tile accumulates in the same order whatever the schedule.
+    first = next(iter(results.values()))
+    for key, y in results.items():
+        assert np.array_equal(y, first), key
+
+
+@pytest.mark.parametrize("c0,c1,c2,f1,f2", [(3, 64, 64, 3, 3), (64, 96, 40, 1, 3), (128, 64, 256, 3, 1),
+                                            (24, 48, 8, 1, 1)])
+def test_channel_counts_and_filters(c0, c1, c2, f1, f2):
+    ops = conv_inputs(c0 + c1, 3, 13, 13, c0, c1, c2, jnp.float16, f1=f1, f2=f2)
+    for mode, policy in RUNS:
+        kw = {"policy": policy if not isinstance(policy, cs.Conv2DTileSync) else "conv2dtilesync"}
+        assert rel_err(synced(ops, mode=mode, **kw), reference(ops)) < TOL[jnp.float16], (mode, policy)
+
+
+def test_repeated_fused_runs_are_identical():
+    ops = conv_inputs(5, 16, 14, 14, 256, 256, 256, jnp.bfloat16)
+    first = np.asarray(synced(ops, mode="fused", policy=cs.TileSync()))
+    for _ in range(20):
+        assert np.array_equal(np.asarray(synced(ops, mode="fused", policy=cs.TileSync())), first)
+
+
+@pytest.mark.parametrize("opts", [cs.Optimizations(False, False, False, False),
+                                  cs.Optimizations(hardware_block_order=True)])
+def test_optimizations(opts):
+    ops = conv_inputs(6, 4, 28, 28, 128, 128, 128, jnp.float16)
+    for mode in ("streams", "fused"):
+        y = synced(ops, mode=mode, optimizations=opts)
+        assert rel_err(y, reference(ops)) < TOL[jnp.float16], mode
+
+
+def test_grad_and_vmap():
+    x, k1, k2, b1, b2, _ = conv_inputs(7, 2, 7, 7, 64, 64, 64, jnp.bfloat16, lead=(3,))
+    f = lambda x_: jnp.sum(cs.synced_conv_pair(x_, k1, k2, b1=b1, b2=b2).astype(jnp.float32) ** 2)
+    fr = lambda x_: jnp.sum(cs.conv_pair_reference(x_, k1, k2, b1=b1, b2=b2) ** 2)
+    g = jax.jit(jax.vmap(jax.grad(f)))(x)
+    gr = jax.vmap(jax.grad(fr))(x.astype(jnp.float32))
+    assert g.dtype == jnp.bfloat16 and rel_err(g, gr) < 5e-2
+
+
+def test_float32_is_refused_with_a_clear_error():
+    ops = conv_inputs(8, 1, 7, 7, 64, 64, 64, jnp.float32)
+    with pytest.raises(TypeError, match="the CUDA conv pair runs float16 and bfloat16"):
+        synced(ops)

@@ -1,0 +1,189 @@
+"""synced_mlp on a CUDA GPU against the float32 jnp reference, for every
+policy x mode x dtype, ragged sizes, long jitted loops, several ops in one
+jit, donated inputs, and compute-sanitizer. Skipped (not failed) where no GPU
+or no CUDA backend is available."""
+import os
+import shutil
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import cusync_jax as cs
+from cusync_jax.kernels import CUDA_CONFIGS
+from helpers import TOL, mlp_inputs, rel_err
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [pytest.param(jnp.float16, id="f16"), pytest.param(jnp.bfloat16, id="bf16")]
+MODES = ("serial", "streams", "fused")
+POLICIES = {"gelu": (cs.TileSync(), cs.RowSync()),
+            "swiglu": (cs.TileSync(), cs.RowSync(), cs.StridedSync(2))}
+RUNS = [(act, mode, pol) for act in POLICIES for mode in MODES
+        for pol in (POLICIES[act][:1] if mode == "serial" else POLICIES[act])]
+
+
+def run(ops, activation, **kw):
+    x, w1, w2, b1, b2 = ops
+    f = jax.jit(lambda x, w1, w2, b1, b2: cs.synced_mlp(x, w1, w2, b1=b1, b2=b2,
+                                                        activation=activation, **kw))
+    return f(x, w1, w2, b1, b2)
+
+
+def reference(ops, activation):
+    x, w1, w2, b1, b2 = ops
+    return cs.mlp_reference(x, w1, w2, b1=b1, b2=b2, activation=activation)
+
+
+def check(ops, activation, **kw):
+    y = run(ops, activation, **kw)
+    x, _, w2, _, _ = ops
+    assert y.dtype == x.dtype and y.shape == x.shape[:-1] + (w2.shape[1],)
+    err = rel_err(y, reference(ops, activation))
+    assert err < TOL[x.dtype.type], (kw, err)
+    return y
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation,mode,policy", RUNS,
+                         ids=[f"{a}-{m}-{type(p).__name__}" for a, m, p in RUNS])
+def test_policy_mode_dtype_match_reference(activation, mode, policy, dtype):
+    # Ragged everywhere: tokens not a multiple of any tile height, ffn and out
+    # not multiples of the tile widths.
+    for i, tokens in enumerate((1, 77, 300)):
+        ops = mlp_inputs(1000 * i + len(activation) + MODES.index(mode), tokens, 256, 392, 264,
+                         dtype, swiglu=activation == "swiglu")
+        check(ops, activation, policy=policy, mode=mode)
+
+
+@pytest.mark.parametrize("config", CUDA_CONFIGS, ids=[c.name for c in CUDA_CONFIGS])
+@pytest.mark.parametrize("mode", ["streams", "fused"])
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_every_compiled_tile(config, mode, activation):
+    ops = mlp_inputs(7, 333, 384, 520, 392, jnp.float16, swiglu=activation == "swiglu")
+    check(ops, activation, tile=config.tile, mode=mode, policy="rowsync")
+
+
+@pytest.mark.parametrize("activation", ["identity", "relu", "gelu_tanh", "silu"])
+def test_other_activations(activation):
+    ops = mlp_inputs(11, 200, 256, 256, 256, jnp.bfloat16)
+    check(ops, activation, mode="fused", policy="tilesync")
+
+
+OPTIMIZATIONS = [
+    cs.Optimizations(False, False, False, False),
+    cs.Optimizations(True, True, True, True),
+    cs.Optimizations(avoid_wait_kernel=False, reorder_tile_loads=True),
+    cs.Optimizations(reorder_tile_loads=False, release_store_posts=False),
+]
+
+
+@pytest.mark.parametrize("opt", OPTIMIZATIONS, ids=lambda o: f"bits{o.bits()}")
+@pytest.mark.parametrize("mode", ["streams", "fused"])
+@pytest.mark.parametrize("policy", ["tilesync", "rowsync"])
+def test_optimizations_many_waves(opt, mode, policy):
+    # 16 x 32 producer tiles of 128x128 and 16 x 8 consumer tiles: several
+    # waves, so consumers really wait on producers still running.
+    ops = mlp_inputs(13, 2000, 512, 4096, 1024, jnp.float16)
+    check(ops, "gelu", tile=(128, 128, 32), policy=policy, mode=mode, optimizations=opt)
+
+
+def test_swiglu_strided_many_waves():
+    ops = mlp_inputs(17, 1500, 512, 2816, 1024, jnp.bfloat16, swiglu=True)
+    for mode in ("streams", "fused"):
+        check(ops, "swiglu", policy=cs.StridedSync(2), mode=mode)
+
+
+def test_leading_dimensions_fold_into_tokens():
+    ops = mlp_inputs(19, 50, 128, 256, 128, jnp.float16, lead=(3,))
+    check(ops, "gelu", mode="streams")
+
+
+@pytest.mark.parametrize("mode,policy", [("streams", "tilesync"), ("streams", "rowsync"),
+                                         ("fused", "tilesync"), ("fused", "rowsync")])
+def test_thousand_calls_in_a_jitted_loop(mode, policy):
+    # Every iteration rolls x by its index, so the loop body cannot be
+    # hoisted; each tile always sums in the same order, so every call must
+    # equal the first call's rows exactly (a race shows up as a mismatch).
+    x, w1, w2, b1, b2 = mlp_inputs(23, 1024, 512, 4096, 512, jnp.float16)
+    call = lambda v: cs.synced_mlp(v, w1, w2, b1=b1, b2=b2, activation="gelu", mode=mode,
+                                   policy=policy, tile=(128, 128, 32))
+    y0 = jax.jit(call)(x)
+    assert rel_err(y0, reference((x, w1, w2, b1, b2), "gelu")) < TOL[jnp.float16]
+
+    @jax.jit
+    def loop(x, y0):
+        def body(i, worst):
+            y = call(jnp.roll(x, i, axis=0))
+            diff = jnp.max(jnp.abs(y.astype(jnp.float32) - jnp.roll(y0, i, axis=0).astype(jnp.float32)))
+            return jnp.maximum(worst, diff)
+        return jax.lax.fori_loop(0, 1000, body, jnp.float32(0))
+
+    assert float(loop(x, y0)) == 0.0
+
+
+def test_two_synced_mlps_in_one_jit():
+    a = mlp_inputs(29, 700, 256, 1024, 384, jnp.float16)
+    b = mlp_inputs(31, 300, 512, 512, 256, jnp.float16, swiglu=True)
+
+    @jax.jit
+    def both(a, b):
+        ya = cs.synced_mlp(a[0], a[1], a[2], b1=a[3], b2=a[4], activation="gelu", mode="streams")
+        yb = cs.synced_mlp(b[0], b[1], b[2], b1=b[3], b2=b[4], activation="swiglu", mode="streams")
+        yc = cs.synced_mlp(a[0], a[1], a[2], b1=a[3], b2=a[4], activation="gelu", mode="fused")
+        return ya, yb, yc
+
+    ya, yb, yc = both(a, b)
+    assert rel_err(ya, reference(a, "gelu")) < TOL[jnp.float16]
+    assert rel_err(yb, reference(b, "swiglu")) < TOL[jnp.float16]
+    np.testing.assert_array_equal(np.asarray(ya), np.asarray(yc))
+
+
+def test_donated_inputs():
+    ops = mlp_inputs(37, 256, 512, 768, 512, jnp.bfloat16)
+    want = reference(ops, "gelu")
+    x, w1, w2, b1, b2 = (jnp.array(a, copy=True) for a in ops)
+    f = jax.jit(lambda x, w1, w2, b1, b2: cs.synced_mlp(x, w1, w2, b1=b1, b2=b2, mode="streams"),
+                donate_argnums=(0,))
+    y = f(x, w1, w2, b1, b2)
+    assert rel_err(y, want) < TOL[jnp.bfloat16]
+    assert x.is_deleted()
+
+
+def test_float32_is_refused_with_a_clear_message():
+    ops = mlp_inputs(41, 64, 128, 128, 128, jnp.float32)
+    with pytest.raises(Exception, match="float16 and bfloat16"):
+        # The handler's error surfaces when the (asynchronous) call completes.
+        jax.block_until_ready(run(ops, "gelu", mode="fused"))
+
+
+def test_unknown_tile_is_refused():
+    ops = mlp_inputs(43, 64, 128, 128, 128, jnp.float16)
+    with pytest.raises(ValueError, match="no kernel for tile"):
+        run(ops, "gelu", tile=(64, 64, 32), mode="fused")
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_compute_sanitizer_clean(tool):
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        pytest.skip("compute-sanitizer is not on the PATH")
+    case = os.path.join(os.path.dirname(__file__), "sanitizer_case.py")
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false",
+               XLA_PYTHON_CLIENT_ALLOCATOR="platform")
+    base = [exe, "--tool", tool, "--report-api-errors", "no", "--error-exitcode", "9"]
+    # Check only this project's kernels (XLA's are not ours to check, and
+    # instrumenting them multiplies the run time).
+    cmd = base + ["--kernel-name", "kns=mlp_sm80", sys.executable, case]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=100)
+    out = proc.stdout + proc.stderr
+    if "ERROR SUMMARY" not in out and "RACECHECK SUMMARY" not in out:
+        proc = subprocess.run(base + [sys.executable, case], env=env, capture_output=True,
+                              text=True, timeout=100)
+        out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "sanitizer case: ok" in out, out[-4000:]
+    assert "0 errors" in out or "0 hazards" in out, out[-4000:]
