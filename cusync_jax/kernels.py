@@ -28,6 +28,20 @@ class KernelConfig:
     tile: TileShape
     ctas_per_sm: int = 1
     name: str = ""
+    # Compute capabilities (x 10) the family's code runs on.
+    min_arch: int = 80
+    max_arch: int = 1000
+    # Measured GEMM throughput relative to XLA's dot on the MLP shapes
+    # (bench/NOTES*.md): the planner divides simulated time by it.
+    relative_rate: float = 1.0
+    # The largest producer tile-row count at which TileSync beats RowSync on
+    # this family (0: its per-k-block waits never paid in measurement).
+    tile_sync_rows: int = 0
+    # SwiGLU: StridedSync (one wait for gate and up) or RowSync, as measured.
+    swiglu_strided: bool = True
+
+    def runs_on(self, arch: int) -> bool:
+        return self.min_arch <= arch <= self.max_arch
 
 
 # CPU: tiles small enough that a test problem has many of them (so the
@@ -39,14 +53,23 @@ CPU_DEFAULT_TILE = TileShape(32, 64, 64)
 # shapes): 128x128 runs two blocks per SM (4 warps, 246 registers, 64 KiB of
 # shared memory), the 8-warp wide shapes one.
 CUDA_CONFIGS = (
-    KernelConfig(0, TileShape(128, 128, 32), 2, "sm80_128x128x32"),
-    KernelConfig(0, TileShape(128, 256, 32), 1, "sm80_128x256x32"),
-    KernelConfig(0, TileShape(256, 128, 32), 1, "sm80_256x128x32"),
+    # Measured (bench/NOTES.md, version 1): 0.24-0.47x of XLA; TileSync and
+    # StridedSync lost 15-25% to RowSync at every size.
+    KernelConfig(0, TileShape(128, 128, 32), 2, "sm80_128x128x32", relative_rate=0.42,
+                 swiglu_strided=False),
+    KernelConfig(0, TileShape(128, 256, 32), 1, "sm80_128x256x32", relative_rate=0.42,
+                 swiglu_strided=False),
+    KernelConfig(0, TileShape(256, 128, 32), 1, "sm80_256x128x32", relative_rate=0.42,
+                 swiglu_strided=False),
     # Kernel 1: the Hopper GEMM-chain kernel (wgmma + TMA, persistent, one CTA
     # of 3 warpgroups per SM; ffi/cuda/sm90_chain_instances.h lists the same
     # shapes). Both GEMMs take the same tile.
-    KernelConfig(1, TileShape(128, 128, 64), 1, "sm90_128x128x64"),
-    KernelConfig(1, TileShape(128, 256, 64), 1, "sm90_128x256x64"),
+    # Measured (bench/NOTES_sm90.md, v3): 0.77-0.97x of XLA's dot; TileSync at
+    # 0.5-0.6x of RowSync; StridedSync for SwiGLU.
+    KernelConfig(1, TileShape(128, 128, 64), 1, "sm90_128x128x64", min_arch=90, max_arch=90,
+                 relative_rate=0.85),
+    KernelConfig(1, TileShape(128, 256, 64), 1, "sm90_128x256x64", min_arch=90, max_arch=90,
+                 relative_rate=0.85),
 )
 
 
@@ -56,6 +79,12 @@ CUDA_CONFIGS = (
 CONV_CUDA_CONFIGS = (
     KernelConfig(0, TileShape(128, 64, 32), 2, "sm80_conv_128x64x32"),
 )
+
+
+def cuda_configs_for_arch(arch: int, configs=CUDA_CONFIGS) -> tuple:
+    """The configurations whose code runs on compute capability `arch` (x 10);
+    an unknown arch (0) keeps them all, for what-if planning."""
+    return tuple(c for c in configs if arch == 0 or c.runs_on(arch))
 
 
 def cuda_config_for(tile: TileShape, configs=CUDA_CONFIGS) -> KernelConfig:

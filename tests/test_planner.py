@@ -41,3 +41,30 @@ def test_makespan_list_schedule():
 def test_no_wave_saved_when_both_fit():
     r = cs.plan_mlp(128, 1024, 1024, device="h200", tile=(128, 128, 32))
     assert r.waves_stream == 2 and r.waves_synced == 1
+
+
+def test_row_sync_consumers_wait_for_their_rows_in_the_model():
+    # Two producer rows of 48 tiles fill one 132-slot wave; RowSync consumers
+    # that start early only hold slots until their row is done: no gain.
+    r = cs.plan_mlp(256, 12288, 6144, device="h200", tile=(128, 128, 64), policy="rowsync",
+                    mode="fused")
+    assert r.makespan_synced == r.makespan_stream
+    # At 768 tokens a partial wave of the producer is filled with consumers.
+    r = cs.plan_mlp(768, 12288, 6144, device="h200", tile=(128, 128, 64), policy="rowsync",
+                    mode="fused")
+    assert r.makespan_synced < 0.9 * r.makespan_stream
+
+
+def test_auto_runs_in_stream_order_when_nothing_can_be_saved():
+    assert cs.plan_mlp(256, 12288, 6144, device="h200").mode == "serial"
+    assert cs.plan_mlp(768, 12288, 6144, device="h200").mode == "fused"
+    # An explicit mode is kept.
+    assert cs.plan_mlp(256, 12288, 6144, device="h200", mode="fused").mode == "fused"
+
+
+def test_kernel_families_follow_the_device_architecture():
+    hopper = cs.plan_mlp(1024, 12288, 6144, device="h200")
+    ampere = cs.plan_mlp(1024, 12288, 6144, device="a100")
+    assert hopper.plan.kernel == 1 and ampere.plan.kernel == 0
+    with pytest.raises(ValueError, match="no CUDA kernel of this build runs on V100"):
+        cs.plan_mlp(1024, 12288, 6144, device="v100")

@@ -1,0 +1,106 @@
+// Compile-time shape of the Hopper GEMM-chain kernel (kernel family 1): tile,
+// shared-memory layouts, the wgmma tiling and the TMA descriptor types.
+//
+// Operands: A [rows, K] row-major (K contiguous, "K-major"); B = a weight
+// [K, N] row-major (x @ w), which wgmma reads as an N x K "MN-major" operand.
+// Both are staged by TMA into 128-byte-swizzled shared memory, `kStages` deep.
+// A CTA has three warpgroups: one loads (TMA), two multiply. 128x128 tiles run
+// pingpong: each MMA warpgroup owns every other tile (all 128 rows), and the
+// two take turns on the tensor cores, so one's epilogue runs under the other's
+// mainloop. 128x256 tiles stay cooperative (64 rows per warpgroup): a whole
+// 128x256 fp32 tile does not fit one warpgroup's registers.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/arch/mma_sm90.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cutlass/numeric_types.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+// wgmma and setmaxnreg exist only in the sm_90a target; every other pass of
+// the build compiles the kernels to an empty body.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#ifndef CUSYNC_SM90A_DEVICE
+#define CUSYNC_SM90A_DEVICE 1
+#endif
+#endif
+
+namespace cusync_sm90_v4 {
+
+using namespace cute;
+
+// kTileN: tile width (128 or 256). kSwiglu: consumer tiles read A as the
+// product of two halves of h (gate and up), staged side by side.
+template <class Element_, int kTileN_, bool kSwiglu_>
+struct ChainConfig {
+  using Element = Element_;
+  static constexpr int kTileM = 128;
+  static constexpr int kTileN = kTileN_;
+  static constexpr int kTileK = 64;  // 128 bytes of 16-bit elements: one swizzle row
+  static constexpr bool kSwiglu = kSwiglu_;
+  static constexpr bool kPingpong = kTileN == 128;
+  static constexpr int kGroupsPerTile = kPingpong ? 1 : 2;  // MMA warpgroups on one tile
+  static constexpr int kLoadThreads = 128;
+  static constexpr int kMmaThreads = 256;
+  static constexpr int kThreads = kLoadThreads + kMmaThreads;
+
+  static constexpr int kBytesA = kTileM * kTileK * int(sizeof(Element));
+  static constexpr int kBytesB = kTileN * kTileK * int(sizeof(Element));
+  static constexpr int kStageBytes = kBytesA * (kSwiglu ? 2 : 1) + kBytesB;
+  // Deepest pipeline that fits next to the barriers (227 KB per block).
+  static constexpr int kStages = (220 * 1024 / kStageBytes) < 8 ? (220 * 1024 / kStageBytes) : 8;
+  // Scheduled tiles in flight between loader and MMA: pingpong keeps two
+  // tiles in the MMA warpgroups while the loader runs ahead on a third.
+  static constexpr int kTileSlots = 4;
+
+  using TileM = Int<kTileM>;
+  using TileN = Int<kTileN>;
+  using TileK = Int<kTileK>;
+  using Stages = Int<kStages>;
+
+  using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                             make_shape(TileM{}, TileK{}, Stages{})));
+  // B's swizzle atoms are 64 (N) x 8 (K); stacking them along K first makes
+  // each 64-column strip of a stage one contiguous 64 x 64 TMA box (N-first
+  // stacking would cut the stage into 1 KB boxes, one TMA instruction each).
+  using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                             make_shape(TileN{}, TileK{}, Stages{}),
+                                             Step<_2, _1, _3>{}));
+
+  using MmaAtom = decltype(SM90::GMMA::ss_op_selector<Element, Element, float,
+                                                      Shape<_64, TileN, TileK>, GMMA::Major::K,
+                                                      GMMA::Major::MN>());
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kGroupsPerTile>, _1, _1>>{}));
+
+  using LoadPipeline = cutlass::PipelineTmaAsync<kStages>;
+  using TilePipeline = cutlass::PipelineAsync<kTileSlots>;
+  // Pingpong: the MMA warpgroups enter their mainloops in turn.
+  using MathOrder = cutlass::OrderedSequenceBarrier<1, 2>;
+
+  // TMA descriptors for A (rows x K, row stride ld) and B (N x K, N contiguous).
+  static auto make_tma_a(Element const* ptr, int rows, int k, int ld) {
+    auto g = make_tensor(make_gmem_ptr(ptr), make_shape(rows, k), make_stride(ld, _1{}));
+    return make_tma_copy(SM90_TMA_LOAD{}, g, take<0, 2>(SmemLayoutA{}));
+  }
+  static auto make_tma_b(Element const* ptr, int n, int k) {
+    auto g = make_tensor(make_gmem_ptr(ptr), make_shape(n, k), make_stride(_1{}, n));
+    return make_tma_copy(SM90_TMA_LOAD{}, g, take<0, 2>(SmemLayoutB{}));
+  }
+  using TmaA = decltype(make_tma_a(nullptr, 1, 1, 1));
+  using TmaB = decltype(make_tma_b(nullptr, 1, 1));
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
+    cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
+    cute::array_aligned<Element, kSwiglu ? cosize_v<SmemLayoutA> : 8, 1024> a_up;
+    typename LoadPipeline::SharedStorage load_pipeline;
+    typename TilePipeline::SharedStorage tile_pipeline;
+    typename MathOrder::SharedStorage math_order;
+    int tile_slot[kTileSlots];
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+};
+
+}  // namespace cusync_sm90_v4

@@ -1,0 +1,404 @@
+// The Hopper GEMM-chain kernel: a persistent, warp-specialized wgmma + TMA GEMM
+// that runs the tiles of one or two chained GEMMs (the MLP's producer and
+// consumer) from one schedule.
+//
+// Schedule. Every CTA takes positions from a global atomic counter. Position
+// p < tiles0 is producer tile p (stage 0); the rest are consumer tiles
+// (stage 1). All producer tiles are handed out before any consumer tile, and a
+// CTA's loader finishes issuing a tile's loads before it takes the next one,
+// so a consumer tile that waits never holds back a producer tile: no deadlock,
+// whatever the residency. A launch covers positions [begin, end): the fused
+// mode runs [0, tiles0 + tiles1) at once, the serial mode two launches.
+//
+// cuSync hooks (the rules come from the core: Stage, Policy, gemm_dependency):
+//  - the loader thread, before it loads a consumer A k-block, spins (acquire)
+//    on the semaphores the policy names, then fences the async proxy so the
+//    TMA read sees the producer's stores; B is loaded before the wait (R);
+//  - the MMA warpgroups, after storing a producer tile, barrier, fence and
+//    post (release add, or release store where a semaphore has one poster).
+#pragma once
+
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "sm90_chain_config.cuh"
+#include "cusync/activation.h"
+#include "cusync/dependency.h"
+#include "cusync/policy.h"
+#include "cusync/semaphore.h"
+#include "cusync/stage.h"
+
+namespace cusync_sm90_v4 {
+
+// One GEMM of the chain: out[rows, n] = epilogue(A @ B).
+template <class Cfg>
+struct GemmStage {
+  typename Cfg::TmaA tma_a;     // A [rows, k]
+  typename Cfg::TmaA tma_a_up;  // SwiGLU consumer: the up half of h (A = gate * up)
+  typename Cfg::TmaB tma_b;     // B viewed as [n_all, k]
+  int rows, k, n_all;           // tensor extents of the descriptors
+  int a_ld;                     // row stride of A (elements)
+  typename Cfg::Element* out;
+  int out_ld;
+  typename Cfg::Element const* bias;  // [n_all] or null
+  cusync::Stage tiling;               // output tiles, their order and slices
+  cusync::Activation activation;
+};
+
+template <class Cfg>
+struct ChainParams {
+  GemmStage<Cfg> stage[2];
+  int tiles0;          // positions below this are stage-0 tiles
+  int begin, end;      // the schedule positions this launch runs
+  int* counter;        // zeroed before the launch
+  int* started;        // streams mode: set once a CTA runs (the wait kernel spins on it), else null
+  int* semaphores;     // producer semaphores (policy.semaphore_count words)
+  cusync::Policy policy;
+  bool consumer_waits;  // fused and streams: stage-1 tiles wait on stage-0 posts
+  bool producer_posts;  // stage-0 tiles post when stored
+  bool release_store;   // single-poster semaphores: post with a release store
+};
+
+// A schedule position resolved to a tile.
+struct TileJob {
+  int stage;
+  cusync::Tile tile;
+  int row0, row1, col0, col1, slice;
+};
+
+template <class Cfg>
+__device__ __forceinline__ TileJob resolve(ChainParams<Cfg> const& p, int pos) {
+  TileJob j;
+  j.stage = pos < p.tiles0 ? 0 : 1;
+  const cusync::Stage& s = p.stage[j.stage].tiling;
+  j.tile = s.tile(j.stage == 0 ? pos : pos - p.tiles0);
+  j.row0 = s.row_begin(j.tile);
+  j.row1 = s.row_end(j.tile);
+  j.col0 = s.col_begin(j.tile);
+  j.col1 = s.col_end(j.tile);
+  j.slice = s.slice_of(j.tile);
+  return j;
+}
+
+__device__ __forceinline__ void fence_async_proxy_global() {
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
+// Barrier among the two MMA warpgroups only (id 0 is __syncthreads').
+__device__ __forceinline__ void mma_warpgroups_sync(int threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+}
+
+// Spins until every semaphore the policy names for this A k-block has its
+// count. `ready` remembers the last two satisfied semaphores: consecutive
+// k-blocks usually read the same producer tiles, and a satisfied semaphore
+// stays satisfied (posts only add).
+template <class Cfg>
+__device__ __forceinline__ void wait_for_producer(ChainParams<Cfg> const& p, const TileJob& job,
+                                                  int k_begin, int k_end, int (&ready)[2]) {
+  const cusync::Region r = cusync::gemm_dependency(job.row0, job.row1, k_begin, k_end);
+  bool acquired = false;
+  p.policy.for_each_wait(p.stage[0].tiling, r, [&](int sem, int count) {
+    if (sem == ready[0] || sem == ready[1]) return;
+    const int* word = p.semaphores + sem;
+    while (cusync::semaphore_load_acquire(word) < count) __nanosleep(64);
+    ready[1] = ready[0];
+    ready[0] = sem;
+    acquired = true;
+  });
+  // The acquire ordered the producer's generic-proxy stores before us; the
+  // TMA engine reads through the async proxy. Only after a new acquire: the
+  // fence is not free, and one per k-block stalls the loader.
+  if (acquired) fence_async_proxy_global();
+}
+
+// The loader: one thread takes schedule positions, publishes each to the MMA
+// warpgroups, and streams the tile's k-blocks into the pipeline.
+template <class Cfg>
+__device__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
+                          typename Cfg::LoadPipeline& pipeline,
+                          typename Cfg::TilePipeline& tile_pipeline) {
+  using Element = typename Cfg::Element;
+  auto write = cutlass::make_producer_start_state<typename Cfg::LoadPipeline>();
+  auto tile_write = cutlass::make_producer_start_state<typename Cfg::TilePipeline>();
+  if (p.started != nullptr) atomicExch(p.started, 1);
+
+  Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});
+  Tensor sA_up = make_tensor(make_smem_ptr(smem.a_up.data()), typename Cfg::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});
+  const auto tile_mk = make_shape(typename Cfg::TileM{}, typename Cfg::TileK{});
+  const auto tile_nk = make_shape(typename Cfg::TileN{}, typename Cfg::TileK{});
+
+  for (;;) {
+    const int pos = p.begin + atomicAdd(p.counter, 1);
+    tile_pipeline.producer_acquire(tile_write);
+    smem.tile_slot[tile_write.index()] = pos;
+    tile_pipeline.producer_commit(tile_write);
+    ++tile_write;
+    if (pos >= p.end) break;
+
+    const TileJob job = resolve(p, pos);
+    const GemmStage<Cfg>& g = p.stage[job.stage];
+    const bool waits = job.stage == 1 && p.consumer_waits;
+    const bool two_a = Cfg::kSwiglu && job.stage == 1;
+
+    Tensor mA = g.tma_a.get_tma_tensor(make_shape(g.rows, g.k));
+    Tensor mB = g.tma_b.get_tma_tensor(make_shape(g.n_all, g.k));
+    Tensor gA = local_tile(domain_offset(make_coord(job.row0, 0), mA), tile_mk, make_coord(0, _));
+    Tensor gB = local_tile(domain_offset(make_coord(job.col0, 0), mB), tile_nk, make_coord(0, _));
+    auto [tAgA, tAsA] = tma_partition(g.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
+                                      group_modes<0, 2>(gA));
+    auto [tBgB, tBsB] = tma_partition(g.tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB),
+                                      group_modes<0, 2>(gB));
+
+    const int k_tiles = (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
+    int ready[2] = {-1, -1};
+    for (int kb = 0; kb < k_tiles; ++kb) {
+      pipeline.producer_acquire(write);
+      if (two_a) pipeline.producer_expect_transaction(write, Cfg::kBytesA);
+      auto* bar = pipeline.producer_get_barrier(write);
+      const int stage = write.index();
+      copy(g.tma_b.with(*bar), tBgB(_, kb), tBsB(_, stage));
+      if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
+        const int k0 = kb * Cfg::kTileK;
+        const int k1 = p.policy.waits_once_per_tile() ? g.k : min(g.k, k0 + Cfg::kTileK);
+        wait_for_producer(p, job, k0, k1, ready);
+      }
+      copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
+      if (two_a) {
+        Tensor mU = g.tma_a_up.get_tma_tensor(make_shape(g.rows, g.k));
+        Tensor gU = local_tile(domain_offset(make_coord(job.row0, 0), mU), tile_mk, make_coord(0, _));
+        auto [tUgU, tUsU] = tma_partition(g.tma_a_up, Int<0>{}, Layout<_1>{},
+                                          group_modes<0, 2>(sA_up), group_modes<0, 2>(gU));
+        copy(g.tma_a_up.with(*bar), tUgU(_, kb), tUsU(_, stage));
+      }
+      ++write;
+    }
+  }
+}
+
+// SwiGLU consumer: A = gate * up, element by element. The two staged tiles
+// share one layout, so the product is taken position by position in shared
+// memory; each MMA warpgroup multiplies the rows it reads (64 when
+// cooperative, all 128 when pingpong).
+template <class Cfg>
+__device__ __forceinline__ void multiply_gate_by_up(typename Cfg::SharedStorage& smem, int stage,
+                                                    int group) {
+  using Element = typename Cfg::Element;
+  constexpr int kElems = Cfg::kTileM * Cfg::kTileK;               // one stage of A
+  constexpr int kPerGroup = kElems / Cfg::kGroupsPerTile;         // 64-row halves are contiguous
+  constexpr int kVec = 8;                                         // 16 bytes
+  const int lane = threadIdx.x % 128;
+  const int part = Cfg::kPingpong ? 0 : group;
+  Element* gate = smem.a.data() + stage * kElems + part * kPerGroup;
+  const Element* up = smem.a_up.data() + stage * kElems + part * kPerGroup;
+  CUTE_UNROLL
+  for (int i = lane * kVec; i < kPerGroup; i += 128 * kVec) {
+    uint4 gv = *reinterpret_cast<const uint4*>(gate + i);
+    const uint4 uv = *reinterpret_cast<const uint4*>(up + i);
+    Element* ge = reinterpret_cast<Element*>(&gv);
+    const Element* ue = reinterpret_cast<const Element*>(&uv);
+    CUTE_UNROLL
+    for (int e = 0; e < kVec; ++e) ge[e] = Element(float(ge[e]) * float(ue[e]));
+    *reinterpret_cast<uint4*>(gate + i) = gv;
+  }
+  // wgmma reads shared memory through the async proxy.
+  cutlass::arch::fence_view_async_shared();
+  asm volatile("bar.sync %0, 128;" ::"r"(2 + group) : "memory");
+}
+
+// Bias, activation, conversion and the store of one tile from the
+// accumulators; pairs of adjacent columns go out as one 32-bit store. The
+// activation is a template argument: a run-time switch per element made the
+// unrolled epilogue ten thousand instructions long.
+template <cusync::Activation kAct, class Cfg, class Accum, class Coords>
+__device__ __forceinline__ void store_tile_as(ChainParams<Cfg> const& p, const TileJob& job,
+                                              Accum const& accum, Coords const& coords) {
+  using Element = typename Cfg::Element;
+  const GemmStage<Cfg>& g = p.stage[job.stage];
+  Element* const out = g.out;
+  Element const* const bias = g.bias;
+  const int64_t ld = g.out_ld;
+  const bool pair_ok = (ld % 2 == 0) && (job.col0 % 2 == 0);
+  CUTE_UNROLL
+  for (int i = 0; i < size(accum); i += 2) {
+    const int row = job.row0 + get<0>(coords(i));
+    const int col = job.col0 + get<1>(coords(i));
+    if (row >= job.row1 || col >= job.col1) continue;
+    float v0 = accum(i), v1 = accum(i + 1);
+    const bool has1 = col + 1 < job.col1;
+    if (bias != nullptr) {
+      v0 += float(bias[col]);
+      if (has1) v1 += float(bias[col + 1]);
+    }
+    v0 = cusync::activate(kAct, job.slice, v0);
+    v1 = cusync::activate(kAct, job.slice, v1);
+    Element* dst = out + row * ld + col;
+    if (has1 && pair_ok) {
+      alignas(4) Element two[2] = {Element(v0), Element(v1)};
+      *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(two);
+    } else {
+      dst[0] = Element(v0);
+      if (has1) dst[1] = Element(v1);
+    }
+  }
+}
+
+template <class Cfg, class Accum, class Coords>
+__device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const TileJob& job,
+                                           Accum const& accum, Coords const& coords) {
+  using A = cusync::Activation;
+  switch (p.stage[job.stage].activation) {
+    case A::kRelu: store_tile_as<A::kRelu>(p, job, accum, coords); break;
+    case A::kGelu: store_tile_as<A::kGelu>(p, job, accum, coords); break;
+    case A::kGeluTanh: store_tile_as<A::kGeluTanh>(p, job, accum, coords); break;
+    case A::kSilu: store_tile_as<A::kSilu>(p, job, accum, coords); break;
+    case A::kSwiglu: store_tile_as<A::kSwiglu>(p, job, accum, coords); break;
+    default: store_tile_as<A::kIdentity>(p, job, accum, coords); break;
+  }
+}
+
+// The MMA warpgroups: for each published tile, the k-loop on wgmma (one
+// batch in flight while the next stage is awaited), then the epilogue.
+// Pingpong: both warpgroups read every published tile; the i-th tile of the
+// CTA belongs to warpgroup i % 2, and the other one skips its k-blocks in the
+// stage sequence. The mainloops take turns (order barrier), the epilogues do
+// not need to: they touch no shared memory.
+template <class Cfg>
+__device__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
+                         typename Cfg::LoadPipeline& pipeline,
+                         typename Cfg::TilePipeline& tile_pipeline,
+                         typename Cfg::MathOrder& math_order, int mma_thread) {
+  constexpr bool kPingpong = Cfg::kPingpong;
+  const int group = mma_thread / 128;
+  const int tile_thread = kPingpong ? mma_thread % 128 : mma_thread;
+  typename Cfg::TiledMma tiled_mma;
+  auto thr_mma = tiled_mma.get_thread_slice(tile_thread);
+  Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});
+  Tensor tCsA = thr_mma.partition_A(sA);
+  Tensor tCsB = thr_mma.partition_B(sB);
+  Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // smem descriptors
+  Tensor tCrB = thr_mma.make_fragment_B(tCsB);
+  Tensor accum = partition_fragment_C(tiled_mma, make_shape(typename Cfg::TileM{}, typename Cfg::TileN{}));
+  Tensor coords = thr_mma.partition_C(
+      make_identity_tensor(make_shape(typename Cfg::TileM{}, typename Cfg::TileN{})));
+  constexpr int kBlocks = size<2>(decltype(tCrA){});
+
+  cutlass::PipelineState<Cfg::kStages> read;
+  cutlass::PipelineState<Cfg::kTileSlots> tile_read;
+  int seen = 0;  // tiles published to this CTA so far
+
+  for (;;) {
+    tile_pipeline.consumer_wait(tile_read);
+    const int pos = smem.tile_slot[tile_read.index()];
+    tile_pipeline.consumer_release(tile_read);
+    ++tile_read;
+    if (pos >= p.end) break;
+    if constexpr (kPingpong) {
+      const bool mine = (seen++ & 1) == group;
+      if (!mine) {
+        const int k_other = p.stage[pos < p.tiles0 ? 0 : 1].k;
+        read.advance((k_other + Cfg::kTileK - 1) / Cfg::kTileK);
+        continue;
+      }
+    }
+    const TileJob job = resolve(p, pos);
+    const int k_tiles = (p.stage[job.stage].k + Cfg::kTileK - 1) / Cfg::kTileK;
+    const bool two_a = Cfg::kSwiglu && job.stage == 1;
+
+    if constexpr (kPingpong) math_order.wait();
+    auto release = read;
+    tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+    warpgroup_fence_operand(accum);
+    for (int kb = 0; kb < k_tiles; ++kb) {
+      pipeline.consumer_wait(read);
+      if (two_a) multiply_gate_by_up<Cfg>(smem, read.index(), group);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int b = 0; b < kBlocks; ++b) {
+        cute::gemm(tiled_mma, tCrA(_, _, b, read.index()), tCrB(_, _, b, read.index()), accum);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      // Keep this batch in flight; the previous one is done with its stage.
+      warpgroup_wait<1>();
+      if (kb > 0) {
+        pipeline.consumer_release(release);
+        ++release;
+      }
+      ++read;
+    }
+    // Hand the tensor cores over while the last batch drains: the other
+    // warpgroup's first wgmma queues right behind it.
+    if constexpr (kPingpong) math_order.arrive();
+    warpgroup_wait<0>();
+    if (k_tiles > 0) {
+      pipeline.consumer_release(release);
+    }
+    warpgroup_fence_operand(accum);
+    if (k_tiles == 0) clear(accum);
+
+    store_tile(p, job, accum, coords);
+
+    if (job.stage == 0 && p.producer_posts) {
+      fence_async_proxy_global();
+      // Every thread that stored this tile has stored it.
+      if constexpr (kPingpong) asm volatile("bar.sync %0, 128;" ::"r"(4 + group) : "memory");
+      else mma_warpgroups_sync(Cfg::kMmaThreads);
+      if (tile_thread == 0) {
+        __threadfence();
+        int* sem = p.semaphores + p.policy.post_semaphore(p.stage[0].tiling, job.tile);
+        if (p.release_store) cusync::semaphore_post_store(sem, 1);
+        else cusync::semaphore_post_add(sem);
+      }
+    }
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    chain_kernel_sm90(CUTE_GRID_CONSTANT ChainParams<Cfg> const p) {
+#if defined(CUSYNC_SM90A_DEVICE)
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& smem = *reinterpret_cast<typename Cfg::SharedStorage*>(smem_raw);
+  // The 128-byte swizzle patterns repeat every 1024 bytes.
+  if (threadIdx.x == 0 && (cute::cast_smem_ptr_to_uint(smem_raw) & 1023u) != 0) __trap();
+  const int warp_group = threadIdx.x / 128;
+
+  using LoadPipeline = typename Cfg::LoadPipeline;
+  typename LoadPipeline::Params lp;
+  lp.transaction_bytes = Cfg::kBytesA + Cfg::kBytesB;
+  lp.role = warp_group == 0 ? LoadPipeline::ThreadCategory::Producer
+                            : LoadPipeline::ThreadCategory::Consumer;
+  lp.is_leader = threadIdx.x == 0;
+  // Pingpong: one warpgroup consumes (and frees) each stage.
+  lp.num_consumers = Cfg::kMmaThreads / (Cfg::kPingpong ? 2 : 1);
+  LoadPipeline pipeline(smem.load_pipeline, lp, Shape<_1, _1, _1>{});
+
+  using TilePipeline = typename Cfg::TilePipeline;
+  typename TilePipeline::Params tp;
+  tp.role = warp_group == 0 ? TilePipeline::ThreadCategory::Producer
+                            : TilePipeline::ThreadCategory::Consumer;
+  tp.producer_arv_count = 1;
+  tp.consumer_arv_count = Cfg::kMmaThreads;
+  tp.dst_blockid = 0;
+  TilePipeline tile_pipeline(smem.tile_pipeline, tp);
+
+  typename Cfg::MathOrder::Params op;
+  op.group_id = warp_group == 2 ? 1 : 0;
+  op.group_size = 128;
+  typename Cfg::MathOrder math_order(smem.math_order, op);
+  __syncthreads();
+
+  if (warp_group == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (threadIdx.x == 0) load_loop(p, smem, pipeline, tile_pipeline);
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<232>();
+    mma_loop(p, smem, pipeline, tile_pipeline, math_order, threadIdx.x - Cfg::kLoadThreads);
+  }
+#endif
+}
+
+}  // namespace cusync_sm90_v4
