@@ -17,7 +17,8 @@ from . import kernels
 from ._op_common import check_mode
 from .activations import check_activation
 from .kernels import TileShape
-from .planner import DEVICES, CpuOptions, DeviceModel, MlpPlan, _as_tiles, grid, makespan
+from .planner import (DEVICES, CpuOptions, DeviceModel, MlpPlan, WaveReport, _as_tiles, grid,
+                      makespan)
 from .policies import Conv2DTileSync, Optimizations, Policy, StridedSync, parse_policy
 
 FILTERS = ((1, 1), (3, 3))
@@ -73,34 +74,15 @@ def _as_filter(name: str, f) -> tuple:
 
 
 @dataclasses.dataclass(frozen=True)
-class ConvPairPlanReport:
-    """What plan_conv_pair decided and why (the wave model's numbers)."""
+class ConvPairPlanReport(WaveReport):
+    """What plan_conv_pair decided and why."""
 
-    device: str
-    images: int
-    height: int
-    width: int
-    channels: tuple        # (C0, C1, C2)
-    filters: tuple         # ((R1, S1), (R2, S2))
-    activation: str
-    tile1: TileShape
-    tile2: TileShape
-    grid1: tuple
-    grid2: tuple
-    tiles1: int
-    tiles2: int
-    slots: int
-    waves_stream: int
-    waves_synced: int
-    makespan_stream: float   # simulated, in multiply-adds per slot
-    makespan_synced: float
-    policy: Policy
-    mode: str
-    plan: ConvPairPlan
-
-    @property
-    def waves_saved(self) -> int:
-        return self.waves_stream - self.waves_synced
+    images: int = 0
+    height: int = 0
+    width: int = 0
+    channels: tuple = ()   # (C0, C1, C2)
+    filters: tuple = ()    # ((R1, S1), (R2, S2))
+    activation: str = ""
 
 
 def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_channels: int,

@@ -168,15 +168,11 @@ def synced_makespan(g1: tuple, g2: tuple, rows: int, m1: int, m2: int, d1: float
 
 
 @dataclasses.dataclass(frozen=True)
-class MlpPlanReport:
-    """What plan_mlp decided and why (the wave model's numbers)."""
+class WaveReport:
+    """The wave model's numbers for a producer/consumer pair of tiled stages
+    and the plan chosen from them (shared by every op's planner)."""
 
     device: str
-    tokens: int
-    hidden: int
-    ffn: int
-    out: int
-    activation: str
     tile1: TileShape
     tile2: TileShape
     grid1: tuple
@@ -195,6 +191,17 @@ class MlpPlanReport:
     @property
     def waves_saved(self) -> int:
         return self.waves_stream - self.waves_synced
+
+
+@dataclasses.dataclass(frozen=True)
+class MlpPlanReport(WaveReport):
+    """What plan_mlp decided and why."""
+
+    tokens: int = 0
+    hidden: int = 0
+    ffn: int = 0
+    out: int = 0
+    activation: str = ""
 
 
 def _auto_policy(tokens: int, activation: str, tile1: TileShape, config) -> Policy:

@@ -176,13 +176,8 @@ ffi::Error SyncedConvPairCpu(ffi::AnyBuffer x, ffi::AnyBuffer k1, ffi::AnyBuffer
     return true;
   };
 
-  ExecOptions opts;
-  opts.mode = static_cast<ExecMode>(s.mode);
-  opts.threads = s.threads;
-  opts.delay_us = s.delay_us;
-  opts.seed = static_cast<uint64_t>(s.seed);
-  opts.wait_timeout_ms = s.wait_timeout_ms;
-  run_two_stages(opts, state, P.tile_count(), C.tile_count(), producer_tile, consumer_tile);
+  run_two_stages(exec_options_of(s), state, P.tile_count(), C.tile_count(), producer_tile,
+                 consumer_tile);
   if (state.failed()) return ffi::Error::Internal(state.error());
   return ffi::Error::Success();
 }

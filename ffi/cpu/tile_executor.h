@@ -79,6 +79,18 @@ class CallState {
   std::string error_;
 };
 
+// The executor controls of a decoded op spec (MlpSpec, ConvPairSpec).
+template <class Spec>
+ExecOptions exec_options_of(const Spec& s) {
+  ExecOptions o;
+  o.mode = static_cast<ExecMode>(s.mode);
+  o.threads = s.threads;
+  o.delay_us = s.delay_us;
+  o.seed = static_cast<uint64_t>(s.seed);
+  o.wait_timeout_ms = s.wait_timeout_ms;
+  return o;
+}
+
 inline void random_delay(const ExecOptions& o, int stage, int index) {
   if (o.delay_us <= 0) return;
   // splitmix64 of (seed, stage, index): a reproducible delay per tile.
