@@ -112,10 +112,42 @@ __device__ __forceinline__ void wait_for_producer(ChainParams<Cfg> const& p, con
   if (acquired) fence_async_proxy_global();
 }
 
+// TileSync look-ahead: one relaxed load each for the semaphores of the next
+// kProbe producer columns (all slices) of the tile's producer row, issued
+// together, so one memory latency covers up to kProbe producer tiles instead
+// of one acquire round trip per tile. Returns how many columns from `col` on
+// are complete (a prefix); the caller orders them with one fence.
+// -DCUSYNC_SM90_TILESYNC_PROBE=0 falls back to one acquire per producer tile.
+#ifndef CUSYNC_SM90_TILESYNC_PROBE
+#define CUSYNC_SM90_TILESYNC_PROBE 1
+#endif
+template <class Cfg>
+__device__ __forceinline__ int probe_ready_columns(ChainParams<Cfg> const& p, int prow, int col) {
+  constexpr int kProbe = 8;
+  const cusync::Stage& P = p.stage[0].tiling;
+  const int per_slice = P.tiles_per_slice();
+  const int need = p.policy.posts_per_semaphore(P) - p.policy.under_wait;
+  unsigned ok = (1u << kProbe) - 1;
+  for (int s = 0; s < P.slices; ++s) {
+    const int* base = p.semaphores + prow * P.grid_cols() + s * per_slice;
+    int v[kProbe];
+    CUTE_UNROLL
+    for (int i = 0; i < kProbe; ++i) {
+      v[i] = need;
+      if (col + i < per_slice)
+        asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v[i]) : "l"(base + col + i) : "memory");
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < kProbe; ++i)
+      if (v[i] < need || col + i >= per_slice) ok &= ~(1u << i);
+  }
+  return __ffs(~ok) - 1;  // trailing ones
+}
+
 // The loader: one thread takes schedule positions, publishes each to the MMA
 // warpgroups, and streams the tile's k-blocks into the pipeline.
 template <class Cfg>
-__device__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
+__device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
                           typename Cfg::LoadPipeline& pipeline,
                           typename Cfg::TilePipeline& tile_pipeline) {
   using Element = typename Cfg::Element;
@@ -153,6 +185,13 @@ __device__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage
 
     const int k_tiles = (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     int ready[2] = {-1, -1};
+    // TileSync, one producer row: producer columns below ready_col are known
+    // complete (and ordered before our TMA reads).
+    const cusync::Stage& P = p.stage[0].tiling;
+    const int prow = job.row0 / P.tile_rows;
+    const bool probe = CUSYNC_SM90_TILESYNC_PROBE && waits && p.policy.kind == cusync::PolicyKind::kTileSync &&
+                       prow == (job.row1 - 1) / P.tile_rows;
+    int ready_col = 0;
     for (int kb = 0; kb < k_tiles; ++kb) {
       pipeline.producer_acquire(write);
       if (two_a) pipeline.producer_expect_transaction(write, Cfg::kBytesA);
@@ -162,7 +201,23 @@ __device__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage
       if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
         const int k0 = kb * Cfg::kTileK;
         const int k1 = p.policy.waits_once_per_tile() ? g.k : min(g.k, k0 + Cfg::kTileK);
-        wait_for_producer(p, job, k0, k1, ready);
+        if (probe) {
+          const int last_col = (k1 - 1) / P.tile_cols;
+          if (last_col >= ready_col) {
+            const int n = probe_ready_columns(p, prow, ready_col);
+            ready_col += n;
+            if (last_col < ready_col) {
+              // Relaxed loads that saw the posts, then a fence: an acquire.
+              asm volatile("fence.acq_rel.gpu;" ::: "memory");
+              fence_async_proxy_global();
+            } else {
+              wait_for_producer(p, job, k0, k1, ready);
+              ready_col = last_col + 1;  // every column up to this k-block is complete
+            }
+          }
+        } else {
+          wait_for_producer(p, job, k0, k1, ready);
+        }
       }
       copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
       if (two_a) {
@@ -265,7 +320,7 @@ __device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const Tile
 // stage sequence. The mainloops take turns (order barrier), the epilogues do
 // not need to: they touch no shared memory.
 template <class Cfg>
-__device__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
+__device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
                          typename Cfg::LoadPipeline& pipeline,
                          typename Cfg::TilePipeline& tile_pipeline,
                          typename Cfg::MathOrder& math_order, int mma_thread) {
@@ -391,11 +446,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   typename Cfg::MathOrder math_order(smem.math_order, op);
   __syncthreads();
 
+  // 56 + 2 x 224 registers a thread (x 128) = the 168 x 384 the CTA starts
+  // with. ptxas holds the loader to its 56: at 40, the TileSync look-ahead
+  // spilled; 224 leave the 128 accumulators room.
   if (warp_group == 0) {
-    cutlass::arch::warpgroup_reg_dealloc<40>();
+    cutlass::arch::warpgroup_reg_dealloc<56>();
     if (threadIdx.x == 0) load_loop(p, smem, pipeline, tile_pipeline);
   } else {
-    cutlass::arch::warpgroup_reg_alloc<232>();
+    cutlass::arch::warpgroup_reg_alloc<224>();
     mma_loop(p, smem, pipeline, tile_pipeline, math_order, threadIdx.x - Cfg::kLoadThreads);
   }
 #endif
