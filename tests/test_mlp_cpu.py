@@ -1,9 +1,6 @@
 """synced_mlp on the CPU tile executor against a float32 jnp reference."""
-import itertools
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import cusync_jax as cs

@@ -4,7 +4,6 @@ A policy that waits on too few producer tiles must be caught, and one that
 waits for posts that never come must fail rather than hang."""
 import random
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -82,10 +82,10 @@ def test_optax_loop_linen_mlp_follows_plain_grads_and_loss_curve():
             updates, opt_state = tx.update(grads, opt_state, params)
             return optax.apply_updates(params, updates), opt_state, loss, grads
 
-        params, opt_state, losses = params0, tx.init(params0), []
-        for i in range(steps):
+        params, opt_state, losses, first_grads = params0, tx.init(params0), [], None
+        for _ in range(steps):
             params, opt_state, loss, grads = step(params, opt_state)
-            first_grads = grads if i == 0 else first_grads
+            first_grads = grads if first_grads is None else first_grads
             losses.append(float(loss))
         return losses, first_grads
 
