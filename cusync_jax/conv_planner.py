@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Optional
 
 from . import kernels
 from ._op_common import check_mode
 from .activations import check_activation
 from .kernels import TileShape
-from .planner import (DEVICES, CpuOptions, DeviceModel, MlpPlan, WaveReport, _as_tiles, grid,
-                      makespan)
+from .planner import (CpuOptions, MlpPlan, WaveReport, _as_tiles, grid, makespan,
+                      resolve_device)
 from .policies import Conv2DTileSync, Optimizations, Policy, StridedSync, parse_policy
 
 FILTERS = ((1, 1), (3, 3))
@@ -109,15 +108,7 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     cpu = cpu or CpuOptions()
     chosen_policy = resolve_conv_policy(policy, f2)
     tiles = _as_tiles(tile)
-    on_cpu = isinstance(device, str) and device.lower() == "cpu"
-    if on_cpu:
-        # The CPU executor's slots are its worker threads.
-        model = DeviceModel("cpu", (cpu.threads if cpu.threads > 0 else os.cpu_count()) or 1)
-    else:
-        model = device if isinstance(device, DeviceModel) else DEVICES.get(str(device).lower())
-    if model is None:
-        raise ValueError(f"device: expected 'cpu', one of {sorted(DEVICES)} or a DeviceModel, "
-                         f"got {device!r}")
+    model, on_cpu = resolve_device(device, cpu)
     run_mode = "fused" if mode == "auto" else mode
 
     if on_cpu:

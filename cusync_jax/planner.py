@@ -53,6 +53,19 @@ H200 = DeviceModel("H200", 132, default_ctas=1, arch=90)
 DEVICES = {"v100": V100, "a100": A100, "h100": DeviceModel("H100", 132, arch=90), "h200": H200}
 
 
+def resolve_device(device, cpu: "CpuOptions") -> tuple:
+    """(wave model, runs on the CPU executor) for a planner's `device` argument:
+    "cpu", a name in DEVICES, or a DeviceModel."""
+    if isinstance(device, str) and device.lower() == "cpu":
+        # The CPU executor's slots are its worker threads.
+        return DeviceModel("cpu", (cpu.threads if cpu.threads > 0 else os.cpu_count()) or 1), True
+    model = device if isinstance(device, DeviceModel) else DEVICES.get(str(device).lower())
+    if model is None:
+        raise ValueError(f"device: expected 'cpu', one of {sorted(DEVICES)} or a DeviceModel, "
+                         f"got {device!r}")
+    return model, False
+
+
 def device_model(device) -> DeviceModel:
     """The wave model of a JAX GPU device, read off the device itself."""
     kind = getattr(device, "device_kind", "gpu")
@@ -282,15 +295,7 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
             f"policy: StridedSync({chosen_policy.slices}) needs an activation whose w1 has "
             f"{chosen_policy.slices} column slices; activation {activation!r} has {slices}")
     tiles = _as_tiles(tile)
-    on_cpu = isinstance(device, str) and device.lower() == "cpu"
-    if on_cpu:
-        # The CPU executor's slots are its worker threads.
-        model = DeviceModel("cpu", (cpu.threads if cpu.threads > 0 else os.cpu_count()) or 1)
-    else:
-        model = device if isinstance(device, DeviceModel) else DEVICES.get(str(device).lower())
-    if model is None:
-        raise ValueError(f"device: expected 'cpu', one of {sorted(DEVICES)} or a DeviceModel, "
-                         f"got {device!r}")
+    model, on_cpu = resolve_device(device, cpu)
     run_mode = "fused" if mode == "auto" else mode
 
     # Candidates: (tile1, tile2, kernel config or None for the CPU / a model).

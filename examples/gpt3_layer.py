@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
 
 import flax.linen as nn
 import jax
@@ -27,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import cusync_jax.flax as csflax
+from timing import median_ms
 
 DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
 
@@ -91,16 +91,6 @@ def init_params(size: LayerSize, batch: int, seq: int, dtype, seed: int = 0):
     x = jax.random.normal(jax.random.key(seed), (batch, seq, size.hidden), jnp.float32)
     params = jax.jit(GPT3Layer(size, synced=False).init)(jax.random.key(seed + 1), x)
     return jax.tree.map(lambda a: a.astype(dtype), params), x.astype(dtype)
-
-
-def median_ms(fn, *args, reps: int = 10) -> float:
-    jax.block_until_ready(fn(*args))  # compile and warm up
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times))
 
 
 def main(argv=None):

@@ -3,21 +3,11 @@
 Runs on whatever JAX's default device is: small shapes on the CPU (the tile
 executor), the GPT-3 MLP shape of the paper on a GPU.
 """
-import time
-
 import jax
 import jax.numpy as jnp
 
 import cusync_jax as cs
-
-
-def timeit(f, *args, reps=10):
-    jax.block_until_ready(f(*args))  # compile and warm up
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        out = f(*args)
-    jax.block_until_ready(out)
-    return (time.perf_counter() - t0) / reps * 1e3
+from timing import median_ms
 
 
 def main():
@@ -43,8 +33,8 @@ def main():
     ref = cs.mlp_reference(x, w1, w2, activation="gelu")
     err = float(jnp.max(jnp.abs(y.astype(jnp.float32) - ref)) / jnp.max(jnp.abs(ref)))
     print(f"max error relative to max |y|: {err:.2e}")
-    print(f"plain jax: {timeit(plain, x, w1, w2):8.3f} ms")
-    print(f"synced   : {timeit(synced, x, w1, w2):8.3f} ms")
+    print(f"plain jax: {median_ms(plain, x, w1, w2):8.3f} ms")
+    print(f"synced   : {median_ms(synced, x, w1, w2):8.3f} ms")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
 
 import flax.linen as nn
 import jax
@@ -28,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import cusync_jax.flax as csflax
+from timing import median_ms
 
 DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
 
@@ -95,16 +95,6 @@ def init_params(size: NetSize, batch: int, dtype, seed: int = 0):
         return jnp.asarray(rng.standard_normal(leaf.shape, np.float32) * scale, dtype)
 
     return jax.tree_util.tree_map_with_path(draw, shapes), jnp.asarray(images, dtype)
-
-
-def median_ms(fn, *args, reps: int = 10) -> float:
-    jax.block_until_ready(fn(*args))  # compile and warm up
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times))
 
 
 def main(argv=None):

@@ -10,8 +10,9 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
 
 def run_example(name, *args):
-    # -P: import the installed package, not the source folder beside it.
-    out = subprocess.run([sys.executable, "-P", str(EXAMPLES / name), *args], capture_output=True,
+    # As the README runs them: the script's folder (examples/) leads sys.path, so
+    # the installed package is imported, not the source folder.
+    out = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True,
                          text=True, timeout=300, cwd=EXAMPLES)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
