@@ -4,8 +4,11 @@
 // Operands: A [rows, K] row-major (K contiguous, "K-major"); B = a weight
 // [K, N] row-major (x @ w), which wgmma reads as an N x K "MN-major" operand.
 // Both are staged by TMA into 128-byte-swizzled shared memory, `kStages` deep.
-// A CTA has three warpgroups: one loads (TMA), two multiply (64 rows each of
-// the 128-row tile, sharing the B tile).
+// A CTA has three warpgroups: one loads (TMA), two multiply. 128x128 tiles run
+// pingpong: each MMA warpgroup owns every other tile (all 128 rows), and the
+// two take turns on the tensor cores, so one's epilogue runs under the other's
+// mainloop. 128x256 tiles stay cooperative (64 rows per warpgroup): a whole
+// 128x256 fp32 tile does not fit one warpgroup's registers.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -19,7 +22,9 @@
 // wgmma and setmaxnreg exist only in the sm_90a target; every other pass of
 // the build compiles the kernels to an empty body.
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#ifndef CUSYNC_SM90A_DEVICE
 #define CUSYNC_SM90A_DEVICE 1
+#endif
 #endif
 
 namespace cusync_sm90 {
@@ -35,6 +40,8 @@ struct ChainConfig {
   static constexpr int kTileN = kTileN_;
   static constexpr int kTileK = 64;  // 128 bytes of 16-bit elements: one swizzle row
   static constexpr bool kSwiglu = kSwiglu_;
+  static constexpr bool kPingpong = kTileN == 128;
+  static constexpr int kGroupsPerTile = kPingpong ? 1 : 2;  // MMA warpgroups on one tile
   static constexpr int kLoadThreads = 128;
   static constexpr int kMmaThreads = 256;
   static constexpr int kThreads = kLoadThreads + kMmaThreads;
@@ -44,7 +51,9 @@ struct ChainConfig {
   static constexpr int kStageBytes = kBytesA * (kSwiglu ? 2 : 1) + kBytesB;
   // Deepest pipeline that fits next to the barriers (227 KB per block).
   static constexpr int kStages = (220 * 1024 / kStageBytes) < 8 ? (220 * 1024 / kStageBytes) : 8;
-  static constexpr int kTileSlots = 2;  // scheduled tiles in flight between loader and MMA
+  // Scheduled tiles in flight between loader and MMA: pingpong keeps two
+  // tiles in the MMA warpgroups while the loader runs ahead on a third.
+  static constexpr int kTileSlots = 4;
 
   using TileM = Int<kTileM>;
   using TileN = Int<kTileN>;
@@ -63,10 +72,12 @@ struct ChainConfig {
   using MmaAtom = decltype(SM90::GMMA::ss_op_selector<Element, Element, float,
                                                       Shape<_64, TileN, TileK>, GMMA::Major::K,
                                                       GMMA::Major::MN>());
-  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<_2, _1, _1>>{}));
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kGroupsPerTile>, _1, _1>>{}));
 
   using LoadPipeline = cutlass::PipelineTmaAsync<kStages>;
   using TilePipeline = cutlass::PipelineAsync<kTileSlots>;
+  // Pingpong: the MMA warpgroups enter their mainloops in turn.
+  using MathOrder = cutlass::OrderedSequenceBarrier<1, 2>;
 
   // TMA descriptors for A (rows x K, row stride ld) and B (N x K, N contiguous).
   static auto make_tma_a(Element const* ptr, int rows, int k, int ld) {
@@ -86,6 +97,7 @@ struct ChainConfig {
     cute::array_aligned<Element, kSwiglu ? cosize_v<SmemLayoutA> : 8, 1024> a_up;
     typename LoadPipeline::SharedStorage load_pipeline;
     typename TilePipeline::SharedStorage tile_pipeline;
+    typename MathOrder::SharedStorage math_order;
     int tile_slot[kTileSlots];
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));

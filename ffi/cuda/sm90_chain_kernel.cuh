@@ -112,10 +112,42 @@ __device__ __forceinline__ void wait_for_producer(ChainParams<Cfg> const& p, con
   if (acquired) fence_async_proxy_global();
 }
 
+// TileSync look-ahead: one relaxed load each for the semaphores of the next
+// kProbe producer columns (all slices) of the tile's producer row, issued
+// together, so one memory latency covers up to kProbe producer tiles instead
+// of one acquire round trip per tile. Returns how many columns from `col` on
+// are complete (a prefix); the caller orders them with one fence.
+// -DCUSYNC_SM90_TILESYNC_PROBE=0 falls back to one acquire per producer tile.
+#ifndef CUSYNC_SM90_TILESYNC_PROBE
+#define CUSYNC_SM90_TILESYNC_PROBE 1
+#endif
+template <class Cfg>
+__device__ __forceinline__ int probe_ready_columns(ChainParams<Cfg> const& p, int prow, int col) {
+  constexpr int kProbe = 8;
+  const cusync::Stage& P = p.stage[0].tiling;
+  const int per_slice = P.tiles_per_slice();
+  const int need = p.policy.posts_per_semaphore(P) - p.policy.under_wait;
+  unsigned ok = (1u << kProbe) - 1;
+  for (int s = 0; s < P.slices; ++s) {
+    const int* base = p.semaphores + prow * P.grid_cols() + s * per_slice;
+    int v[kProbe];
+    CUTE_UNROLL
+    for (int i = 0; i < kProbe; ++i) {
+      v[i] = need;
+      if (col + i < per_slice)
+        asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v[i]) : "l"(base + col + i) : "memory");
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < kProbe; ++i)
+      if (v[i] < need || col + i >= per_slice) ok &= ~(1u << i);
+  }
+  return __ffs(~ok) - 1;  // trailing ones
+}
+
 // The loader: one thread takes schedule positions, publishes each to the MMA
 // warpgroups, and streams the tile's k-blocks into the pipeline.
 template <class Cfg>
-__device__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
+__device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
                           typename Cfg::LoadPipeline& pipeline,
                           typename Cfg::TilePipeline& tile_pipeline) {
   using Element = typename Cfg::Element;
@@ -153,6 +185,13 @@ __device__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage
 
     const int k_tiles = (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     int ready[2] = {-1, -1};
+    // TileSync, one producer row: producer columns below ready_col are known
+    // complete (and ordered before our TMA reads).
+    const cusync::Stage& P = p.stage[0].tiling;
+    const int prow = job.row0 / P.tile_rows;
+    const bool probe = CUSYNC_SM90_TILESYNC_PROBE && waits && p.policy.kind == cusync::PolicyKind::kTileSync &&
+                       prow == (job.row1 - 1) / P.tile_rows;
+    int ready_col = 0;
     for (int kb = 0; kb < k_tiles; ++kb) {
       pipeline.producer_acquire(write);
       if (two_a) pipeline.producer_expect_transaction(write, Cfg::kBytesA);
@@ -162,7 +201,23 @@ __device__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage
       if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
         const int k0 = kb * Cfg::kTileK;
         const int k1 = p.policy.waits_once_per_tile() ? g.k : min(g.k, k0 + Cfg::kTileK);
-        wait_for_producer(p, job, k0, k1, ready);
+        if (probe) {
+          const int last_col = (k1 - 1) / P.tile_cols;
+          if (last_col >= ready_col) {
+            const int n = probe_ready_columns(p, prow, ready_col);
+            ready_col += n;
+            if (last_col < ready_col) {
+              // Relaxed loads that saw the posts, then a fence: an acquire.
+              asm volatile("fence.acq_rel.gpu;" ::: "memory");
+              fence_async_proxy_global();
+            } else {
+              wait_for_producer(p, job, k0, k1, ready);
+              ready_col = last_col + 1;  // every column up to this k-block is complete
+            }
+          }
+        } else {
+          wait_for_producer(p, job, k0, k1, ready);
+        }
       }
       copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
       if (two_a) {
@@ -179,17 +234,19 @@ __device__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage
 
 // SwiGLU consumer: A = gate * up, element by element. The two staged tiles
 // share one layout, so the product is taken position by position in shared
-// memory; each MMA warpgroup multiplies the 64 rows it reads.
+// memory; each MMA warpgroup multiplies the rows it reads (64 when
+// cooperative, all 128 when pingpong).
 template <class Cfg>
 __device__ __forceinline__ void multiply_gate_by_up(typename Cfg::SharedStorage& smem, int stage,
-                                                    int mma_thread) {
+                                                    int group) {
   using Element = typename Cfg::Element;
-  constexpr int kElems = Cfg::kTileM * Cfg::kTileK;  // one stage of A
-  constexpr int kPerGroup = kElems / 2;              // rows [64 w, 64 w + 64) are contiguous
-  constexpr int kVec = 8;                            // 16 bytes
-  const int group = mma_thread / 128, lane = mma_thread % 128;
-  Element* gate = smem.a.data() + stage * kElems + group * kPerGroup;
-  const Element* up = smem.a_up.data() + stage * kElems + group * kPerGroup;
+  constexpr int kElems = Cfg::kTileM * Cfg::kTileK;               // one stage of A
+  constexpr int kPerGroup = kElems / Cfg::kGroupsPerTile;         // 64-row halves are contiguous
+  constexpr int kVec = 8;                                         // 16 bytes
+  const int lane = threadIdx.x % 128;
+  const int part = Cfg::kPingpong ? 0 : group;
+  Element* gate = smem.a.data() + stage * kElems + part * kPerGroup;
+  const Element* up = smem.a_up.data() + stage * kElems + part * kPerGroup;
   CUTE_UNROLL
   for (int i = lane * kVec; i < kPerGroup; i += 128 * kVec) {
     uint4 gv = *reinterpret_cast<const uint4*>(gate + i);
@@ -258,12 +315,20 @@ __device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const Tile
 
 // The MMA warpgroups: for each published tile, the k-loop on wgmma (one
 // batch in flight while the next stage is awaited), then the epilogue.
+// Pingpong: both warpgroups read every published tile; the i-th tile of the
+// CTA belongs to warpgroup i % 2, and the other one skips its k-blocks in the
+// stage sequence. The mainloops take turns (order barrier), the epilogues do
+// not need to: they touch no shared memory.
 template <class Cfg>
-__device__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
+__device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
                          typename Cfg::LoadPipeline& pipeline,
-                         typename Cfg::TilePipeline& tile_pipeline, int mma_thread) {
+                         typename Cfg::TilePipeline& tile_pipeline,
+                         typename Cfg::MathOrder& math_order, int mma_thread) {
+  constexpr bool kPingpong = Cfg::kPingpong;
+  const int group = mma_thread / 128;
+  const int tile_thread = kPingpong ? mma_thread % 128 : mma_thread;
   typename Cfg::TiledMma tiled_mma;
-  auto thr_mma = tiled_mma.get_thread_slice(mma_thread);
+  auto thr_mma = tiled_mma.get_thread_slice(tile_thread);
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});
   Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});
   Tensor tCsA = thr_mma.partition_A(sA);
@@ -277,6 +342,7 @@ __device__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage&
 
   cutlass::PipelineState<Cfg::kStages> read;
   cutlass::PipelineState<Cfg::kTileSlots> tile_read;
+  int seen = 0;  // tiles published to this CTA so far
 
   for (;;) {
     tile_pipeline.consumer_wait(tile_read);
@@ -284,16 +350,25 @@ __device__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage&
     tile_pipeline.consumer_release(tile_read);
     ++tile_read;
     if (pos >= p.end) break;
+    if constexpr (kPingpong) {
+      const bool mine = (seen++ & 1) == group;
+      if (!mine) {
+        const int k_other = p.stage[pos < p.tiles0 ? 0 : 1].k;
+        read.advance((k_other + Cfg::kTileK - 1) / Cfg::kTileK);
+        continue;
+      }
+    }
     const TileJob job = resolve(p, pos);
     const int k_tiles = (p.stage[job.stage].k + Cfg::kTileK - 1) / Cfg::kTileK;
     const bool two_a = Cfg::kSwiglu && job.stage == 1;
 
+    if constexpr (kPingpong) math_order.wait();
     auto release = read;
     tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
     warpgroup_fence_operand(accum);
     for (int kb = 0; kb < k_tiles; ++kb) {
       pipeline.consumer_wait(read);
-      if (two_a) multiply_gate_by_up<Cfg>(smem, read.index(), mma_thread);
+      if (two_a) multiply_gate_by_up<Cfg>(smem, read.index(), group);
       warpgroup_arrive();
       CUTE_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
@@ -309,6 +384,9 @@ __device__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage&
       }
       ++read;
     }
+    // Hand the tensor cores over while the last batch drains: the other
+    // warpgroup's first wgmma queues right behind it.
+    if constexpr (kPingpong) math_order.arrive();
     warpgroup_wait<0>();
     if (k_tiles > 0) {
       pipeline.consumer_release(release);
@@ -320,8 +398,10 @@ __device__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage&
 
     if (job.stage == 0 && p.producer_posts) {
       fence_async_proxy_global();
-      mma_warpgroups_sync(Cfg::kMmaThreads);
-      if (mma_thread == 0) {
+      // Every thread that stored this tile has stored it.
+      if constexpr (kPingpong) asm volatile("bar.sync %0, 128;" ::"r"(4 + group) : "memory");
+      else mma_warpgroups_sync(Cfg::kMmaThreads);
+      if (tile_thread == 0) {
         __threadfence();
         int* sem = p.semaphores + p.policy.post_semaphore(p.stage[0].tiling, job.tile);
         if (p.release_store) cusync::semaphore_post_store(sem, 1);
@@ -347,7 +427,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   lp.role = warp_group == 0 ? LoadPipeline::ThreadCategory::Producer
                             : LoadPipeline::ThreadCategory::Consumer;
   lp.is_leader = threadIdx.x == 0;
-  lp.num_consumers = Cfg::kMmaThreads;
+  // Pingpong: one warpgroup consumes (and frees) each stage.
+  lp.num_consumers = Cfg::kMmaThreads / (Cfg::kPingpong ? 2 : 1);
   LoadPipeline pipeline(smem.load_pipeline, lp, Shape<_1, _1, _1>{});
 
   using TilePipeline = typename Cfg::TilePipeline;
@@ -358,14 +439,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   tp.consumer_arv_count = Cfg::kMmaThreads;
   tp.dst_blockid = 0;
   TilePipeline tile_pipeline(smem.tile_pipeline, tp);
+
+  typename Cfg::MathOrder::Params op;
+  op.group_id = warp_group == 2 ? 1 : 0;
+  op.group_size = 128;
+  typename Cfg::MathOrder math_order(smem.math_order, op);
   __syncthreads();
 
+  // 56 + 2 x 224 registers a thread (x 128) = the 168 x 384 the CTA starts
+  // with. ptxas holds the loader to its 56: at 40, the TileSync look-ahead
+  // spilled; 224 leave the 128 accumulators room.
   if (warp_group == 0) {
-    cutlass::arch::warpgroup_reg_dealloc<40>();
+    cutlass::arch::warpgroup_reg_dealloc<56>();
     if (threadIdx.x == 0) load_loop(p, smem, pipeline, tile_pipeline);
   } else {
-    cutlass::arch::warpgroup_reg_alloc<232>();
-    mma_loop(p, smem, pipeline, tile_pipeline, threadIdx.x - Cfg::kLoadThreads);
+    cutlass::arch::warpgroup_reg_alloc<224>();
+    mma_loop(p, smem, pipeline, tile_pipeline, math_order, threadIdx.x - Cfg::kLoadThreads);
   }
 #endif
 }
