@@ -4,8 +4,8 @@ XLA (cuDNN) and the StreamSync baseline, on one GPU.
 Rows per (layer, batch): xla (lax.conv_general_dilated through XLA), serial
 (our kernels in stream order: StreamSync), every policy in the streams and
 fused modes, and auto (the planner's choice). Times are device time per call:
-each is the median over several launches of one jit that runs the op `reps`
-times in a loop, divided by `reps` (the loop carries a one-element update of
+each is the median over `rounds` launches (variants alternated, as in
+bench/timing.py) of one jit that runs the op `reps` times in a loop, divided by `reps` (the loop carries a one-element update of
 x so XLA cannot hoist the op out of it).
 
     python bench/conv.py                      # everything, float16
@@ -19,15 +19,16 @@ import argparse
 import datetime
 import json
 import pathlib
-import statistics
-import subprocess
-import time
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import cusync_jax as cs
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import timing  # noqa: E402
 
 # name -> (height = width, C0, C1, C2); 3x3 filters, stride 1, SAME.
 LAYERS = {
@@ -65,8 +66,9 @@ def _synced(x, k1, k2, b1, b2, **kw):
     return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, **kw)
 
 
-def device_ms(fn, args, reps: int, launches: int) -> float:
-    """Median device time of one call, in ms."""
+def looped(fn, reps: int):
+    """jit of `reps` calls in one loop; each call depends on the previous one
+    through one element of x, so XLA can neither hoist nor drop a call."""
 
     @jax.jit
     def loop(x, *rest):
@@ -74,17 +76,10 @@ def device_ms(fn, args, reps: int, launches: int) -> float:
             x, acc = carry
             y = fn(x, *rest)
             acc = acc + y[0, 0, 0, 0].astype(jnp.float32)
-            # Depend on the previous iteration at the cost of one element.
             return x.at[0, 0, 0, 0].add((acc * 0).astype(x.dtype)), acc
         return jax.lax.fori_loop(0, reps, body, (x, jnp.float32(0)))[1]
 
-    jax.block_until_ready(loop(*args))  # compile and warm up
-    times = []
-    for _ in range(launches):
-        t = time.perf_counter()
-        jax.block_until_ready(loop(*args))
-        times.append((time.perf_counter() - t) / reps * 1e3)
-    return statistics.median(times)
+    return loop
 
 
 def inputs(batch, size, c0, c1, c2, dtype, seed=0):
@@ -95,20 +90,6 @@ def inputs(batch, size, c0, c1, c2, dtype, seed=0):
     b1 = jax.random.normal(ks[3], (c1,), jnp.float32) * 0.1
     b2 = jax.random.normal(ks[4], (c2,), jnp.float32) * 0.1
     return tuple(a.astype(dtype) for a in (x, k1, k2, b1, b2))
-
-
-def git_state(root: pathlib.Path):
-    def git(*a):
-        return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True).stdout.strip()
-    return git("rev-parse", "HEAD"), bool(git("status", "--porcelain"))
-
-
-def device_slug() -> str:
-    kind = jax.devices()[0].device_kind.lower()
-    for known in ("h200", "h100", "a100", "v100"):
-        if known in kind:
-            return known
-    return kind.replace("nvidia", "").strip().replace(" ", "-") or "device"
 
 
 def plot(rows, path: pathlib.Path):
@@ -142,12 +123,20 @@ def main():
     ap.add_argument("--batches", nargs="+", type=int, default=list(BATCHES))
     ap.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"))
     ap.add_argument("--reps", type=int, default=50, help="op calls inside one jit")
-    ap.add_argument("--launches", type=int, default=5, help="timed launches; the median is kept")
+    ap.add_argument("--rounds", type=int, default=20,
+                    help="timed launches per variant, variants alternated; the median is kept")
+    ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
+    ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", type=pathlib.Path, default=None)
     args = ap.parse_args()
 
     root = pathlib.Path(__file__).resolve().parent.parent
-    out = args.out or root / "bench" / "results" / f"{device_slug()}-conv.json"
+    device = jax.devices()[0]
+    out = args.out or root / "bench" / "results" / f"{timing.device_slug(device)}-conv.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    commit, dirty = timing.git_state(root)
+    commit = args.commit or commit
+    dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
     dtype = jnp.dtype(args.dtype)
     impls = implementations()
     rows = []
@@ -156,20 +145,18 @@ def main():
         size, c0, c1, c2 = LAYERS[layer]
         for batch in args.batches:
             ops = inputs(batch, size, c0, c1, c2, dtype)
-            line = []
-            for name, fn in impls.items():
-                ms = device_ms(fn, ops, args.reps, args.launches)
-                rows.append({"layer": layer, "dtype": dtype.name, "batch": batch, "impl": name,
-                             "ms": round(ms, 5)})
-                line.append(f"{ms:22.4f}")
-            print(f"{layer:24s} {batch:5d} " + " ".join(line), flush=True)
-
-    commit, dirty = git_state(root)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "commit": commit, "dirty": dirty, "device": jax.devices()[0].device_kind,
-        "jax": jax.__version__, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "rows": rows}, indent=1))
+            ms = timing.alternate({name: (looped(fn, args.reps), ops, args.reps)
+                                   for name, fn in impls.items()}, args.rounds)
+            rows.extend({"layer": layer, "dtype": dtype.name, "batch": batch, "impl": name,
+                         "ms": round(t, 5)} for name, t in ms.items())
+            print(f"{layer:24s} {batch:5d} " + " ".join(f"{t:22.4f}" for t in ms.values()),
+                  flush=True)
+            # After every case: a run cut short keeps what it measured.
+            out.write_text(json.dumps({
+                "commit": commit, "dirty": dirty, "device": device.device_kind,
+                "jax": jax.__version__,
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "rows": rows}, indent=1) + "\n")
     plot(rows, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
 

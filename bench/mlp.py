@@ -79,13 +79,18 @@ def step_for(kwargs, activation, plan):
                                                    plan=plan)
 
 
+FALLBACK = "xla (fallback)"
+
+
 def describe(plan) -> str:
+    if plan.fallback:
+        return FALLBACK
     t1, t2 = plan.tile1, plan.tile2
     tile = f"{t1.m}x{t1.n}x{t1.k}" + ("" if t1 == t2 else f"/{t2.m}x{t2.n}x{t2.k}")
     return f"{tile} {policy_name(plan.policy)} {plan.mode}"
 
 
-def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed):
+def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device):
     dtype = DTYPES[dtype_name]
     ops = make_inputs(tokens, hidden, ffn, activation, dtype, seed)
     flops = 2 * tokens * hidden * ffn * (2 if activation == "swiglu" else 1) + 2 * tokens * ffn * hidden
@@ -94,13 +99,15 @@ def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed):
     for impl, kwargs in variants(activation).items():
         plan = None
         if kwargs is not None:
-            plan = cs.plan_mlp(tokens, hidden, ffn, activation=activation, device="h200",
-                               **kwargs).plan
+            plan = cs.plan_mlp(tokens, hidden, ffn, activation=activation, device=device,
+                               dtype=dtype_name, **kwargs).plan
             plans[impl] = describe(plan)
         timed[impl] = (timing.chained(step_for(kwargs, activation, plan), iters), ops, iters)
     ms = timing.alternate(timed, rounds)
+    shape = dict(hidden=hidden, ffn=ffn, out=hidden, activation=activation)
     return [dict(model=model, dtype=dtype_name, tokens=tokens, impl=impl, ms=round(t, 5),
-                 **({"plan": plans[impl]} if impl in plans else {}))
+                 **({"plan": plans[impl]} if impl in plans else {}),
+                 **({"fallback": plans[impl] == FALLBACK} if impl == "auto" else {}), **shape)
             for impl, t in ms.items()]
 
 
@@ -114,17 +121,30 @@ def print_case(rows):
               f"{by['serial'] / r['ms']:>11.3f}  {r.get('plan', '')}")
 
 
+def is_synced(row) -> bool:
+    """A row that ran the synchronized kernels (auto may have chosen stream
+    order or XLA's ops)."""
+    if row["impl"] in ("xla", "serial"):
+        return False
+    return not (row["impl"] == "auto" and (row.get("fallback") or row["plan"].endswith(" serial")))
+
+
 def summary(rows):
-    """Best synced variant per case, against serial and xla."""
-    print("\nbest synced variant per case (speedup over serial / over xla)")
+    """Best synced variant per case, against serial and xla; auto against
+    the best of everything it could have picked (xla included)."""
+    print("\nbest synced variant per case (speedup over serial / over xla); auto / best choice")
     cases = sorted({(r["model"], r["dtype"], r["tokens"]) for r in rows})
     for case in cases:
         rs = [r for r in rows if (r["model"], r["dtype"], r["tokens"]) == case]
         by = {r["impl"]: r["ms"] for r in rs}
-        synced = [r for r in rs if r["impl"] not in ("xla", "serial")]
-        best = min(synced, key=lambda r: r["ms"])
-        print(f"  {case[0]:<7}{case[1]:<10}{case[2]:>6}  {best['impl']:<24}"
-              f"{by['serial'] / best['ms']:6.3f}x {by['xla'] / best['ms']:6.3f}x")
+        best = min((r for r in rs if is_synced(r)), key=lambda r: r["ms"], default=None)
+        choice = min(r["ms"] for r in rs if r["impl"] != "auto")
+        auto = next((r for r in rs if r["impl"] == "auto"), None)
+        text = (f"{best['impl']:<24}{by['serial'] / best['ms']:6.3f}x {by['xla'] / best['ms']:6.3f}x"
+                if best else f"{'(none)':<38}")
+        if auto:
+            text += f"   auto {choice / auto['ms']:5.3f} of best ({auto['plan']})"
+        print(f"  {case[0]:<7}{case[1]:<10}{case[2]:>6}  {text}")
 
 
 def plot(rows, path: pathlib.Path):
@@ -175,6 +195,8 @@ def main(argv=None):
     models = ({"custom": (args.hidden, args.ffn, args.activation)} if args.hidden
               else {m: MODELS[m] for m in args.models})
     device = jax.devices()[0]
+    # Plans for the device measured (its tuned table, its SM count).
+    planner_device = cs.planner.device_model(device) if device.platform == "gpu" else "h200"
     commit, dirty = timing.git_state(ROOT)
     commit = args.commit or commit
     dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
@@ -192,7 +214,8 @@ def main(argv=None):
     for dtype in args.dtype:
         for model, (hidden, ffn, activation) in models.items():
             for i, tokens in enumerate(args.tokens):
-                case = run_case(model, hidden, ffn, activation, dtype, tokens, args.rounds, seed=i)
+                case = run_case(model, hidden, ffn, activation, dtype, tokens, args.rounds, seed=i,
+                                device=planner_device)
                 print_case(case)
                 rows.extend(case)
                 write(rows)  # after every case: a run cut short keeps what it measured

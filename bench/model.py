@@ -18,8 +18,9 @@ medians).
 
 Writes bench/results/<device>-model.json:
 {"commit", "dirty", "device", "jax", "date",
- "rows": [{"model", "dtype", "batch", "ms", "baseline_ms"}]}
-(batch: tokens for gpt3-layer, images for resnet38; ms: synced, baseline_ms: plain).
+ "rows": [{"model", "dtype", "batch", "ms", "baseline_ms", "fallback"}]}
+(batch: tokens for gpt3-layer, images for resnet38; ms: synced, baseline_ms: plain;
+fallback: policy="auto" ran XLA's own ops for the synced op at this size).
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ import sys
 
 import jax
 import jax.numpy as jnp
+
+import cusync_jax as cs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -96,6 +99,16 @@ def time_case(plain_step, synced_step, x, params, rounds):
     return ms["plain"], ms["synced"]
 
 
+def fell_back(model, batch, dtype_name, paper, device) -> bool:
+    """Whether policy="auto" ran XLA's own ops for the synced op (the MLP of
+    the GPT-3 layer; the conv pairs have no fallback)."""
+    if model != "gpt3-layer" or device.platform != "gpu":
+        return False
+    size = gpt3_layer.PAPER if paper else gpt3_layer.SMALL
+    return cs.plan_mlp(batch, size.hidden, size.ffn, activation="gelu",
+                       device=cs.planner.device_model(device), dtype=dtype_name).fallback
+
+
 def write_results(path, commit, dirty, device, rows):
     result = {"commit": commit, "dirty": dirty, "device": device.device_kind,
               "jax": jax.__version__,
@@ -151,7 +164,8 @@ def main(argv=None):
                     failures.append(f"{model} {dtype_name} {batch}: relative error {err:.3g}")
                 plain_ms, synced_ms = time_case(chain(plain), chain(synced), x, params, args.rounds)
                 rows.append(dict(model=model, dtype=dtype_name, batch=batch,
-                                 ms=round(synced_ms, 5), baseline_ms=round(plain_ms, 5)))
+                                 ms=round(synced_ms, 5), baseline_ms=round(plain_ms, 5),
+                                 fallback=fell_back(model, batch, dtype_name, paper, device)))
                 print(f"{model:<12}{dtype_name:<10}{batch:>6}{plain_ms:>11.4f}{synced_ms:>11.4f}"
                       f"{plain_ms / synced_ms:>9.3f}{err:>10.2e}", flush=True)
                 # Written after every case: a run cut short keeps what it measured.

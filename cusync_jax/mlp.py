@@ -168,6 +168,10 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     (the paper's two streams), "serial" (stream order: the StreamSync baseline).
     optimizations: an Optimizations; cpu: CpuOptions for the CPU executor.
     plan: a complete MlpPlan (from plan_mlp(...).plan), overriding the above.
+
+    With everything automatic on a GPU, shapes where XLA's own ops measured (or
+    are predicted) faster run as plain jnp: ``plan_mlp(...).fallback`` says
+    which; pass a policy or mode to run the synced kernels regardless.
     """
     activation, hidden, ffn, out, dtype = _validate(x, w1, w2, b1, b2, activation)
     check_mode(mode)
@@ -181,9 +185,12 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     if plan is None:
         plan = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=default_device(),
                         tile=tile, policy=policy, mode=mode, optimizations=optimizations,
-                        cpu=cpu).plan
+                        cpu=cpu, dtype=dtype).plan
     elif not isinstance(plan, MlpPlan):
         raise TypeError(f"plan: expected an MlpPlan, got {type(plan).__name__}")
+    if plan.fallback:
+        # XLA's own ops are faster for this shape on this device (plan_mlp).
+        return mlp_reference(x, w1, w2, b1=b1, b2=b2, activation=activation, precision=None)
     x2 = jnp.reshape(x, (tokens, hidden))
     b1 = jnp.zeros((w1.shape[1],), dtype) if b1 is None else b1
     b2 = jnp.zeros((out,), dtype) if b2 is None else b2

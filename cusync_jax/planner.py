@@ -24,7 +24,7 @@ import math
 import os
 from typing import Optional, Sequence
 
-from . import kernels
+from . import kernels, tuning
 from .activations import activation_slices, check_activation
 from .kernels import TileShape
 from .policies import (MODE_CODES, ORDER_CODES, MODES, Optimizations, Policy, RowSync,
@@ -109,6 +109,9 @@ class MlpPlan:
     optimizations: Optimizations = Optimizations()
     kernel: int = 0
     cpu: CpuOptions = CpuOptions()
+    # policy="auto" found XLA's own ops faster for this shape (measured, or
+    # predicted by the wave model): synced_mlp runs plain jnp instead.
+    fallback: bool = False
 
     def attributes(self, activation_code: int) -> dict:
         """The FFI attributes (names as in ffi/common/mlp_spec.h)."""
@@ -215,6 +218,13 @@ class MlpPlanReport(WaveReport):
     ffn: int = 0
     out: int = 0
     activation: str = ""
+    # Where the choice came from: "measured" (a tuned table, cusync_jax/tuning.py),
+    # "model" (the wave model) or "user" (explicit policy, mode or tile).
+    source: str = "model"
+
+    @property
+    def fallback(self) -> bool:
+        return self.plan.fallback
 
 
 def _auto_policy(tokens: int, activation: str, tile1: TileShape, config) -> Policy:
@@ -272,12 +282,19 @@ def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, ti
 def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
              activation: str = "gelu", device="h200", tile=None, policy="auto", mode="auto",
              optimizations: Optional[Optimizations] = None,
-             cpu: Optional[CpuOptions] = None) -> MlpPlanReport:
+             cpu: Optional[CpuOptions] = None, dtype=None,
+             allow_fallback: bool = True) -> MlpPlanReport:
     """Plans y = act(x @ w1) @ w2 with x [tokens, hidden], w1 [hidden, ffn]
     (2 * ffn for SwiGLU), w2 [ffn, out] (out defaults to hidden).
 
     device: "cpu", a name in DEVICES, or a DeviceModel. Returns the report of
     the chosen plan; ``report.plan`` is what the op runs with.
+
+    With policy, mode and tile all automatic on a GPU, the device's tuned
+    table (cusync_jax/tuning.py) decides where it has measured this shape and
+    dtype; elsewhere the wave model does, at each kernel's measured rate. Where
+    XLA's own ops win, the plan falls back to them (``report.fallback``)
+    unless ``allow_fallback=False``.
     """
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
         if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
@@ -297,6 +314,20 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     tiles = _as_tiles(tile)
     model, on_cpu = resolve_device(device, cpu)
     run_mode = "fused" if mode == "auto" else mode
+    automatic = chosen_policy is None and mode == "auto" and tiles is None
+    tuned = automatic and allow_fallback and not on_cpu
+
+    if tuned:
+        choice = tuning.lookup(model.name, tokens, hidden, ffn, out, activation, _dtype_name(dtype))
+        if choice is not None:
+            if choice.fallback:
+                rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
+                               optimizations=optimizations, cpu=cpu, allow_fallback=False)
+                return _as_fallback(rep, "measured")
+            rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
+                           tile=choice.tile, policy=choice.policy, mode=choice.mode,
+                           optimizations=optimizations, cpu=cpu)
+            return dataclasses.replace(rep, source="measured")
 
     # Candidates: (tile1, tile2, kernel config or None for the CPU / a model).
     runnable = kernels.cuda_configs_for_arch(model.arch)
@@ -331,4 +362,22 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         cost /= config.relative_rate if config else 1.0
         if best is None or cost < best[0]:
             best = (cost, rep)
-    return best[1]
+    cost, rep = best
+    if not automatic:
+        return dataclasses.replace(rep, source="user")
+    # XLA's GEMMs modelled at full rate in stream order: where ours cannot make
+    # up their measured rate gap with what synchronization saves, use XLA.
+    if tuned and cost > rep.makespan_stream:
+        return _as_fallback(rep, "model")
+    return rep
+
+
+def _as_fallback(rep: MlpPlanReport, source: str) -> MlpPlanReport:
+    return dataclasses.replace(rep, source=source, plan=dataclasses.replace(rep.plan, fallback=True))
+
+
+def _dtype_name(dtype) -> Optional[str]:
+    if dtype is None:
+        return None
+    import numpy as np
+    return np.dtype(dtype).name

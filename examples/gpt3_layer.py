@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import cusync_jax.flax as csflax
-from timing import median_ms
+from example_timing import median_ms
 
 DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
 

@@ -43,7 +43,7 @@ phase "building (log: build.log)"
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 export CUDAFLAGS="${CUDAFLAGS:-} --threads 0"  # compile the sm_80 and sm_90a passes in parallel
 start=$(date +%s)
-if ! "$PY" -m pip install --no-build-isolation --no-deps -v . > "$OUTDIR/build.log" 2>&1; then
+if ! "$PY" -m pip install --no-build-isolation --no-deps -v -C build-dir=build/gpu-check . > "$OUTDIR/build.log" 2>&1; then
   tail -40 "$OUTDIR/build.log"
   echo "build failed"
   exit 1

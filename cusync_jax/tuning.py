@@ -1,0 +1,87 @@
+"""What ``policy="auto"`` learned from measurement: per device, per MLP shape
+and dtype, the fastest way to run it, including XLA's own ops.
+
+The tables live in ``cusync_jax/tuned/<device>-mlp.json``; ``bench/tune.py``
+writes them from a ``bench/mlp.py`` run on that device (every variant and XLA
+timed in the same rounds). An entry names the winner: a policy, mode and tile
+of this library's kernels, or ``"xla"`` where no synced variant was faster
+than XLA, in which case ``synced_mlp`` falls back to plain jnp ops.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import pathlib
+from typing import Optional
+
+from .kernels import TileShape
+from .policies import Policy, RowSync, StridedSync, TileSync
+
+TABLE_DIR = pathlib.Path(__file__).resolve().parent / "tuned"
+# A measured token count stands for counts within this factor of it.
+TOKEN_REACH = 1.5
+
+
+@dataclasses.dataclass(frozen=True)
+class TunedChoice:
+    """The measured winner of one case."""
+
+    impl: str                 # "xla", "serial" or "<policy>-<mode>"
+    tokens: int               # the measured token count it came from
+    policy: Optional[Policy]  # None for "xla"
+    mode: str                 # "xla", "serial", "fused" or "streams"
+    tile: Optional[TileShape]
+    speedup_over_xla: float   # measured; < 1 never wins (it falls back)
+
+    @property
+    def fallback(self) -> bool:
+        return self.impl == "xla"
+
+
+def device_slug(name: str) -> str:
+    """'NVIDIA H200' / 'H200' / 'h200' -> 'h200' (the tables' file prefix)."""
+    words = str(name).lower().replace("nvidia", " ").split()
+    return words[0] if words else "unknown"
+
+
+def policy_from_name(name: str) -> Policy:
+    if name == "TileSync":
+        return TileSync()
+    if name == "RowSync":
+        return RowSync()
+    if name.startswith("StridedSync(") and name.endswith(")"):
+        return StridedSync(int(name[len("StridedSync("):-1]))
+    raise ValueError(f"tuned table: unknown policy {name!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _table(slug: str) -> tuple:
+    path = TABLE_DIR / f"{slug}-mlp.json"
+    if not path.exists():
+        return ()
+    return tuple(json.loads(path.read_text())["entries"])
+
+
+def _choice(entry: dict) -> TunedChoice:
+    tile = TileShape(*entry["tile"]) if entry.get("tile") else None
+    policy = policy_from_name(entry["policy"]) if entry.get("policy") else None
+    return TunedChoice(entry["impl"], entry["tokens"], policy, entry["mode"], tile,
+                       entry["speedup_over_xla"])
+
+
+def lookup(device_name: str, tokens: int, hidden: int, ffn: int, out: int, activation: str,
+           dtype: Optional[str] = None) -> Optional[TunedChoice]:
+    """The measured choice for this shape at the nearest measured token count
+    (within TOKEN_REACH), or None. dtype None matches any dtype."""
+    best = None
+    for e in _table(device_slug(device_name)):
+        if (e["hidden"], e["ffn"], e["out"], e["activation"]) != (hidden, ffn, out, activation):
+            continue
+        if dtype is not None and e["dtype"] != dtype:
+            continue
+        distance = abs(math.log(max(tokens, 1) / e["tokens"]))
+        if distance <= math.log(TOKEN_REACH) and (best is None or distance < best[0]):
+            best = (distance, e)
+    return _choice(best[1]) if best else None

@@ -1,0 +1,94 @@
+"""policy="auto" on a GPU: the measured table, and the fallback to XLA's ops."""
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import cusync_jax as cs
+from cusync_jax import tuning
+
+from helpers import rel_err
+
+SHAPE = dict(hidden=1024, ffn=512, out=1024, activation="gelu")
+
+
+@pytest.fixture
+def table(tmp_path, monkeypatch):
+    """A tuned table for a made-up device "t100" (the H200's SM count)."""
+    def entry(tokens, dtype, impl, policy=None, mode="xla", tile=None, speedup=0.9):
+        return dict(SHAPE, dtype=dtype, tokens=tokens, impl=impl, policy=policy, mode=mode,
+                    tile=tile, speedup_over_xla=speedup)
+    entries = [entry(256, "float16", "xla"),
+               entry(1024, "float16", "RowSync-fused", "RowSync", "fused", [128, 256, 64], 1.2),
+               entry(1024, "bfloat16", "serial", "RowSync", "serial", [128, 128, 64], 1.05)]
+    (tmp_path / "t100-mlp.json").write_text(json.dumps({"entries": entries}))
+    monkeypatch.setattr(tuning, "TABLE_DIR", tmp_path)
+    tuning._table.cache_clear()
+    yield cs.DeviceModel("NVIDIA T100", 132, arch=90)
+    tuning._table.cache_clear()
+
+
+def test_device_names_map_to_one_table():
+    assert tuning.device_slug("NVIDIA H200") == tuning.device_slug("H200") == "h200"
+
+
+def test_measured_winner_is_planned(table):
+    rep = cs.plan_mlp(1024, 1024, 512, device=table, dtype=jnp.float16)
+    assert rep.source == "measured" and not rep.fallback
+    assert rep.policy == cs.RowSync() and rep.mode == "fused"
+    assert rep.plan.tile1 == cs.TileShape(128, 256, 64)
+    # The nearest measured token count stands in, within a factor of 1.5.
+    assert cs.plan_mlp(1300, 1024, 512, device=table, dtype="float16").mode == "fused"
+    assert cs.plan_mlp(1024, 1024, 512, device=table, dtype="bfloat16").mode == "serial"
+
+
+def test_measured_loss_falls_back_to_xla(table):
+    rep = cs.plan_mlp(256, 1024, 512, device=table, dtype="float16")
+    assert rep.fallback and rep.source == "measured"
+    # Explicit choices are the user's and are never replaced.
+    rep = cs.plan_mlp(256, 1024, 512, device=table, dtype="float16", policy="rowsync")
+    assert not rep.fallback and rep.source == "user"
+    assert not cs.plan_mlp(256, 1024, 512, device=table, dtype="float16", mode="fused").fallback
+    assert not cs.plan_mlp(256, 1024, 512, device=table, dtype="float16",
+                           allow_fallback=False).fallback
+
+
+def test_unmeasured_shapes_use_the_model_at_the_kernels_rate(table):
+    # 4096 tokens is outside every measured count's reach: the wave model
+    # decides. In stream order our kernels run at their measured fraction of
+    # XLA's rate, so nothing saved means XLA wins.
+    rep = cs.plan_mlp(4096, 1024, 512, device=table, dtype="float16")
+    assert rep.source == "model"
+    assert rep.fallback == (rep.mode == "serial" or rep.makespan_synced / 0.85 > rep.makespan_stream)
+    # The CPU executor never falls back: it exists to run the policies.
+    assert not cs.plan_mlp(256, 1024, 512, device="cpu").fallback
+
+
+def test_fallback_plan_computes_plain_jnp():
+    ks = jax.random.split(jax.random.key(0), 5)
+    x = jax.random.normal(ks[0], (3, 5, 64))
+    w1 = jax.random.normal(ks[1], (64, 96)) / 8
+    w2 = jax.random.normal(ks[2], (96, 40)) / 10
+    b1, b2 = jax.random.normal(ks[3], (96,)), jax.random.normal(ks[4], (40,))
+    plan = cs.plan_mlp(15, 64, 96, 40, device="cpu").plan
+    fallback = dataclasses.replace(plan, fallback=True)
+    got = jax.jit(lambda x: cs.synced_mlp(x, w1, w2, b1=b1, b2=b2, plan=fallback))(x)
+    want = cs.mlp_reference(x, w1, w2, b1=b1, b2=b2, precision=None)
+    assert rel_err(got, want) < 1e-6
+    # Gradients flow through the plain ops.
+    g = jax.grad(lambda w1: cs.synced_mlp(x, w1, w2, plan=fallback).sum())(w1)
+    g_ref = jax.grad(lambda w1: cs.mlp_reference(x, w1, w2, precision=None).sum())(w1)
+    assert rel_err(g, g_ref) < 1e-6
+
+
+def test_committed_h200_table_is_well_formed():
+    entries = tuning._table("h200")
+    assert entries, "cusync_jax/tuned/h200-mlp.json is missing"
+    for e in entries:
+        choice = tuning._choice(e)
+        assert choice.fallback == (choice.mode == "xla")
+        if not choice.fallback:
+            assert choice.policy is not None and choice.tile is not None
+            assert choice.speedup_over_xla >= 1.0
