@@ -3,7 +3,8 @@ XLA (cuDNN) and the StreamSync baseline, on one GPU.
 
 Rows per (layer, batch): xla (lax.conv_general_dilated through XLA), serial
 (our kernels in stream order: StreamSync), every policy in the streams and
-fused modes, and auto (the planner's choice). Times are device time per call:
+fused modes, and auto (the planner's choice; "fallback": true where it ran
+XLA's own convolutions). Times are device time per call:
 each is the median over `rounds` launches (variants alternated, as in
 bench/timing.py) of one jit that runs the op `reps` times in a loop, divided by `reps` (the loop carries a one-element update of
 x so XLA cannot hoist the op out of it).
@@ -132,6 +133,7 @@ def main():
 
     root = pathlib.Path(__file__).resolve().parent.parent
     device = jax.devices()[0]
+    planner_device = cs.planner.device_model(device) if device.platform == "gpu" else "h200"
     out = args.out or root / "bench" / "results" / f"{timing.device_slug(device)}-conv.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     commit, dirty = timing.git_state(root)
@@ -147,8 +149,10 @@ def main():
             ops = inputs(batch, size, c0, c1, c2, dtype)
             ms = timing.alternate({name: (looped(fn, args.reps), ops, args.reps)
                                    for name, fn in impls.items()}, args.rounds)
+            fallback = cs.plan_conv_pair(batch, size, size, c0, c1, c2, device=planner_device).fallback
             rows.extend({"layer": layer, "dtype": dtype.name, "batch": batch, "impl": name,
-                         "ms": round(t, 5)} for name, t in ms.items())
+                         "ms": round(t, 5), **({"fallback": fallback} if name == "auto" else {})}
+                        for name, t in ms.items())
             print(f"{layer:24s} {batch:5d} " + " ".join(f"{t:22.4f}" for t in ms.values()),
                   flush=True)
             # After every case: a run cut short keeps what it measured.

@@ -222,6 +222,10 @@ def synced_conv_pair(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", r
                               policy=policy, mode=mode, optimizations=optimizations, cpu=cpu).plan
     elif not isinstance(plan, ConvPairPlan):
         raise TypeError(f"plan: expected a ConvPairPlan, got {type(plan).__name__}")
+    if plan.fallback:
+        # XLA's own convolutions are faster for this shape on this device.
+        return conv_pair_reference(x, k1, k2, b1=b1, b2=b2, activation=activation,
+                                   residual=residual, precision=None)
     b1 = jnp.zeros((c1,), dtype) if b1 is None else b1
     b2 = jnp.zeros((c2,), dtype) if b2 is None else b2
     residual = jnp.zeros((0,), dtype) if residual is None else residual

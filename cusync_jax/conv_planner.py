@@ -83,18 +83,28 @@ class ConvPairPlanReport(WaveReport):
     filters: tuple = ()    # ((R1, S1), (R2, S2))
     activation: str = ""
 
+    @property
+    def fallback(self) -> bool:
+        return self.plan.fallback
+
 
 def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_channels: int,
                    out_channels: Optional[int] = None, *, filter1=3, filter2=3,
                    activation: str = "relu", device="h200", tile=None, policy="auto",
                    mode="auto", optimizations: Optional[Optimizations] = None,
-                   cpu: Optional[CpuOptions] = None) -> ConvPairPlanReport:
+                   cpu: Optional[CpuOptions] = None,
+                   allow_fallback: bool = True) -> ConvPairPlanReport:
     """Plans y = conv(act(conv(x, k1)), k2) with x [images, height, width,
     in_channels], k1 [R1, S1, in_channels, mid_channels], k2 [R2, S2,
     mid_channels, out_channels] (out_channels defaults to mid_channels).
 
     filter1, filter2: 1 or 3 (or (1, 1), (3, 3)). device: "cpu", a name in
     DEVICES, or a DeviceModel. ``report.plan`` is what the op runs with.
+
+    With policy, mode and tile all automatic on a GPU, the plan falls back to
+    XLA's own convolutions (``report.fallback``) where the wave model, at the
+    kernel's measured rate against cuDNN, says they are faster; pass
+    ``allow_fallback=False`` (or any explicit choice) to run the synced kernels.
     """
     for name, v in (("images", images), ("height", height), ("width", width),
                     ("in_channels", in_channels), ("mid_channels", mid_channels)):
@@ -115,16 +125,17 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
         default = kernels.CPU_DEFAULT_TILE
         t1, t2 = tiles or (TileShape(default.m, default.n, _cpu_k_block(in_channels)),
                            TileShape(default.m, default.n, _cpu_k_block(mid_channels)))
-        candidates = [(t1, t2, 0)]
+        candidates = [(t1, t2, None)]
     elif tiles is not None:
-        known = {c.tile: c.kernel for c in kernels.CONV_CUDA_CONFIGS}
-        candidates = [(tiles[0], tiles[1], known.get(tiles[0], 0))]
+        known = {c.tile: c for c in kernels.CONV_CUDA_CONFIGS}
+        candidates = [(tiles[0], tiles[1], known.get(tiles[0]))]
     else:
-        candidates = [(c.tile, c.tile, c.kernel) for c in kernels.CONV_CUDA_CONFIGS]
+        candidates = [(c.tile, c.tile, c) for c in kernels.CONV_CUDA_CONFIGS]
 
     pixels = images * height * width
     best = None
-    for t1, t2, kernel in candidates:
+    for t1, t2, config in candidates:
+        kernel = config.kernel if config else 0
         # The paper's conv pairs use Conv2DTileSync: it overlaps the most, and
         # a consumer tile's halo spans few producer rows, so its waits are few.
         pol = chosen_policy or Conv2DTileSync(*f2)
@@ -144,7 +155,13 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
             makespan_stream=makespan(d1, slots) + makespan(d2, slots),
             makespan_synced=makespan(d1 + d2, slots), policy=pol, mode=run_mode, plan=plan)
         cost = rep.makespan_synced if run_mode != "serial" else rep.makespan_stream
+        cost /= config.relative_rate if config else 1.0
         if best is None or cost < best[0]:
             best = (cost, rep)
-    return best[1]
+    cost, rep = best
+    automatic = chosen_policy is None and mode == "auto" and tiles is None
+    # cuDNN modelled at full rate in stream order (as for the MLP).
+    if automatic and allow_fallback and not on_cpu and cost > rep.makespan_stream:
+        rep = dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, fallback=True))
+    return rep
 

@@ -92,3 +92,25 @@ def test_committed_h200_table_is_well_formed():
         if not choice.fallback:
             assert choice.policy is not None and choice.tile is not None
             assert choice.speedup_over_xla >= 1.0
+
+
+def test_conv_pairs_fall_back_where_the_kernel_rate_cannot_win():
+    # The conv kernel's measured rate (0.3 of cuDNN) loses at every ResNet layer.
+    rep = cs.plan_conv_pair(8, 56, 56, 64, 64, device="h200")
+    assert rep.fallback
+    assert not cs.plan_conv_pair(8, 56, 56, 64, 64, device="h200", allow_fallback=False).fallback
+    assert not cs.plan_conv_pair(8, 56, 56, 64, 64, device="h200", mode="fused").fallback
+    assert not cs.plan_conv_pair(8, 56, 56, 64, 64, device="cpu").fallback
+
+
+def test_conv_fallback_plan_computes_lax_conv():
+    ks = jax.random.split(jax.random.key(1), 4)
+    x = jax.random.normal(ks[0], (2, 7, 7, 16))
+    k1 = jax.random.normal(ks[1], (3, 3, 16, 24)) / 12
+    k2 = jax.random.normal(ks[2], (3, 3, 24, 16)) / 15
+    res = jax.random.normal(ks[3], (2, 7, 7, 16))
+    plan = dataclasses.replace(cs.plan_conv_pair(2, 7, 7, 16, 24, 16, device="cpu").plan,
+                               fallback=True)
+    got = cs.synced_conv_pair(x, k1, k2, residual=res, plan=plan)
+    want = cs.conv_pair_reference(x, k1, k2, residual=res, precision=None)
+    assert rel_err(got, want) < 1e-6
