@@ -42,8 +42,9 @@ DTYPES = {"float16": jnp.float16, "bfloat16": jnp.bfloat16}
 ESTIMATE_TFLOPS = 300.0
 
 
-def variants(activation: str):
-    """impl name -> synced_mlp keyword arguments (None: the XLA row)."""
+def variants(activation: str, orders=()):
+    """impl name -> plan_mlp keyword arguments (None: the XLA row). Each extra
+    tile order adds serial and the fused policies in that order ("@order")."""
     out = {"xla": None, "serial": dict(mode="serial")}
     policies = [cs.TileSync(), cs.RowSync()]
     if activation == "swiglu":
@@ -51,6 +52,11 @@ def variants(activation: str):
     for policy in policies:
         for mode in ("streams", "fused"):
             out[f"{policy_name(policy)}-{mode}"] = dict(policy=policy, mode=mode)
+    for order in orders:
+        out[f"serial@{order}"] = dict(mode="serial", order=order)
+        for policy in policies[:2]:
+            out[f"{policy_name(policy)}-fused@{order}"] = dict(policy=policy, mode="fused",
+                                                              order=order)
     out["auto"] = {}
     return out
 
@@ -87,16 +93,18 @@ def describe(plan) -> str:
         return FALLBACK
     t1, t2 = plan.tile1, plan.tile2
     tile = f"{t1.m}x{t1.n}x{t1.k}" + ("" if t1 == t2 else f"/{t2.m}x{t2.n}x{t2.k}")
-    return f"{tile} {policy_name(plan.policy)} {plan.mode}"
+    order = f" {plan.order2}" if plan.order2 != "row_major" else ""
+    return f"{tile} {policy_name(plan.policy)} {plan.mode}{order}"
 
 
-def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device):
+def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
+             orders=()):
     dtype = DTYPES[dtype_name]
     ops = make_inputs(tokens, hidden, ffn, activation, dtype, seed)
     flops = 2 * tokens * hidden * ffn * (2 if activation == "swiglu" else 1) + 2 * tokens * ffn * hidden
     iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9))
     timed, plans = {}, {}
-    for impl, kwargs in variants(activation).items():
+    for impl, kwargs in variants(activation, orders).items():
         plan = None
         if kwargs is not None:
             plan = cs.plan_mlp(tokens, hidden, ffn, activation=activation, device=device,
@@ -115,16 +123,16 @@ def print_case(rows):
     by = {r["impl"]: r["ms"] for r in rows}
     r0 = rows[0]
     print(f"\n{r0['model']} {r0['dtype']} tokens={r0['tokens']}")
-    print(f"  {'impl':<22}{'ms':>9}{'vs xla':>9}{'vs serial':>11}  plan")
+    print(f"  {"impl":<30}{'ms':>9}{'vs xla':>9}{'vs serial':>11}  plan")
     for r in rows:
-        print(f"  {r['impl']:<22}{r['ms']:>9.4f}{by['xla'] / r['ms']:>9.3f}"
+        print(f"  {r["impl"]:<30}{r['ms']:>9.4f}{by['xla'] / r['ms']:>9.3f}"
               f"{by['serial'] / r['ms']:>11.3f}  {r.get('plan', '')}")
 
 
 def is_synced(row) -> bool:
     """A row that ran the synchronized kernels (auto may have chosen stream
     order or XLA's ops)."""
-    if row["impl"] in ("xla", "serial"):
+    if row["impl"] == "xla" or row["impl"].startswith("serial"):
         return False
     return not (row["impl"] == "auto" and (row.get("fallback") or row["plan"].endswith(" serial")))
 
@@ -184,6 +192,8 @@ def main(argv=None):
     ap.add_argument("--tokens", type=int, nargs="+", default=list(TOKENS))
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant (>= 20)")
+    ap.add_argument("--orders", nargs="*", default=[], choices=["column_major"],
+                    help="extra tile orders to time (serial and fused, both GEMMs)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench" / "results",
@@ -215,7 +225,7 @@ def main(argv=None):
         for model, (hidden, ffn, activation) in models.items():
             for i, tokens in enumerate(args.tokens):
                 case = run_case(model, hidden, ffn, activation, dtype, tokens, args.rounds, seed=i,
-                                device=planner_device)
+                                device=planner_device, orders=args.orders)
                 print_case(case)
                 rows.extend(case)
                 write(rows)  # after every case: a run cut short keeps what it measured

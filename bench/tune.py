@@ -21,11 +21,12 @@ MARGIN = 1.01
 
 
 def parse_plan(text: str) -> tuple:
-    """'128x128x64 RowSync fused' -> ([128, 128, 64], 'RowSync', 'fused')."""
-    tile, policy, mode = text.split(" ")
+    """'128x128x64 RowSync fused [column_major]' ->
+    ([128, 128, 64], 'RowSync', 'fused', None or 'column_major')."""
+    tile, policy, mode, *order = text.split(" ")
     if "/" in tile:
         raise ValueError(f"plan {text!r}: the table holds one tile for both GEMMs")
-    return [int(v) for v in tile.split("x")], policy, mode
+    return [int(v) for v in tile.split("x")], policy, mode, (order[0] if order else None)
 
 
 def shape_of(row: dict) -> dict:
@@ -45,10 +46,10 @@ def entries(result: dict) -> list:
         ours = min((r for r in rows if r["impl"] not in ("xla", "auto")), key=lambda r: r["ms"])
         entry = dict(shape_of(rows[0]), dtype=dtype, tokens=tokens)
         if xla / ours["ms"] >= MARGIN:
-            tile, policy, mode = parse_plan(ours["plan"])
-            entry.update(impl=ours["impl"], policy=policy, mode=mode, tile=tile)
+            tile, policy, mode, order = parse_plan(ours["plan"])
+            entry.update(impl=ours["impl"], policy=policy, mode=mode, tile=tile, order=order)
         else:
-            entry.update(impl="xla", policy=None, mode="xla", tile=None)
+            entry.update(impl="xla", policy=None, mode="xla", tile=None, order=None)
         entry["speedup_over_xla"] = round(xla / ours["ms"], 3)
         out.append(entry)
     return out

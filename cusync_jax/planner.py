@@ -282,7 +282,7 @@ def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, ti
 def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
              activation: str = "gelu", device="h200", tile=None, policy="auto", mode="auto",
              optimizations: Optional[Optimizations] = None,
-             cpu: Optional[CpuOptions] = None, dtype=None,
+             cpu: Optional[CpuOptions] = None, dtype=None, order: Optional[str] = None,
              allow_fallback: bool = True) -> MlpPlanReport:
     """Plans y = act(x @ w1) @ w2 with x [tokens, hidden], w1 [hidden, ffn]
     (2 * ffn for SwiGLU), w2 [ffn, out] (out defaults to hidden).
@@ -295,6 +295,11 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     dtype; elsewhere the wave model does, at each kernel's measured rate. Where
     XLA's own ops win, the plan falls back to them (``report.fallback``)
     unless ``allow_fallback=False``.
+
+    order: the tile order of both GEMMs, "row_major" or "column_major" (a
+    column-major wave covers every row of few weight columns, so a weight
+    tile is read from memory about once); None: row-major, or strided where
+    StridedSync needs it.
     """
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
         if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
@@ -311,10 +316,12 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         raise ValueError(
             f"policy: StridedSync({chosen_policy.slices}) needs an activation whose w1 has "
             f"{chosen_policy.slices} column slices; activation {activation!r} has {slices}")
+    if order not in (None, "row_major", "column_major"):
+        raise ValueError(f"order: expected None, 'row_major' or 'column_major', got {order!r}")
     tiles = _as_tiles(tile)
     model, on_cpu = resolve_device(device, cpu)
     run_mode = "fused" if mode == "auto" else mode
-    automatic = chosen_policy is None and mode == "auto" and tiles is None
+    automatic = chosen_policy is None and mode == "auto" and tiles is None and order is None
     tuned = automatic and allow_fallback and not on_cpu
 
     if tuned:
@@ -326,7 +333,7 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
                 return _as_fallback(rep, "measured")
             rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
                            tile=choice.tile, policy=choice.policy, mode=choice.mode,
-                           optimizations=optimizations, cpu=cpu)
+                           order=choice.order, optimizations=optimizations, cpu=cpu)
             return dataclasses.replace(rep, source="measured")
 
     # Candidates: (tile1, tile2, kernel config or None for the CPU / a model).
@@ -348,9 +355,9 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     best = None
     for t1, t2, config in candidates:
         pol = chosen_policy or _auto_policy(tokens, activation, t1, config)
-        order1 = "strided" if isinstance(pol, StridedSync) else "row_major"
+        order1 = order or ("strided" if isinstance(pol, StridedSync) else "row_major")
         rep = _report(model, tokens, hidden, ffn, out, activation, t1, t2, pol, run_mode, order1,
-                      "row_major", optimizations, config.kernel if config else 0, cpu,
+                      order or "row_major", optimizations, config.kernel if config else 0, cpu,
                       ctas=config.ctas_per_sm if (config and not model.ctas) else None)
         # Simulated multiply-adds per slot over the kernel's measured rate.
         if mode == "auto" and not on_cpu and rep.makespan_synced > 0.99 * rep.makespan_stream:

@@ -17,11 +17,12 @@ SHAPE = dict(hidden=1024, ffn=512, out=1024, activation="gelu")
 @pytest.fixture
 def table(tmp_path, monkeypatch):
     """A tuned table for a made-up device "t100" (the H200's SM count)."""
-    def entry(tokens, dtype, impl, policy=None, mode="xla", tile=None, speedup=0.9):
+    def entry(tokens, dtype, impl, policy=None, mode="xla", tile=None, speedup=0.9, order=None):
         return dict(SHAPE, dtype=dtype, tokens=tokens, impl=impl, policy=policy, mode=mode,
-                    tile=tile, speedup_over_xla=speedup)
+                    tile=tile, speedup_over_xla=speedup, order=order)
     entries = [entry(256, "float16", "xla"),
-               entry(1024, "float16", "RowSync-fused", "RowSync", "fused", [128, 256, 64], 1.2),
+               entry(1024, "float16", "RowSync-fused@column_major", "RowSync", "fused",
+                     [128, 256, 64], 1.2, "column_major"),
                entry(1024, "bfloat16", "serial", "RowSync", "serial", [128, 128, 64], 1.05)]
     (tmp_path / "t100-mlp.json").write_text(json.dumps({"entries": entries}))
     monkeypatch.setattr(tuning, "TABLE_DIR", tmp_path)
@@ -39,6 +40,7 @@ def test_measured_winner_is_planned(table):
     assert rep.source == "measured" and not rep.fallback
     assert rep.policy == cs.RowSync() and rep.mode == "fused"
     assert rep.plan.tile1 == cs.TileShape(128, 256, 64)
+    assert rep.plan.order1 == rep.plan.order2 == "column_major"
     # The nearest measured token count stands in, within a factor of 1.5.
     assert cs.plan_mlp(1300, 1024, 512, device=table, dtype="float16").mode == "fused"
     assert cs.plan_mlp(1024, 1024, 512, device=table, dtype="bfloat16").mode == "serial"
@@ -114,3 +116,10 @@ def test_conv_fallback_plan_computes_lax_conv():
     got = cs.synced_conv_pair(x, k1, k2, residual=res, plan=plan)
     want = cs.conv_pair_reference(x, k1, k2, residual=res, precision=None)
     assert rel_err(got, want) < 1e-6
+
+
+def test_tile_order_is_a_choice_of_both_gemms():
+    rep = cs.plan_mlp(512, 256, 512, device="cpu", order="column_major")
+    assert rep.plan.order1 == rep.plan.order2 == "column_major" and rep.source == "user"
+    with pytest.raises(ValueError, match="order: expected None, 'row_major' or 'column_major'"):
+        cs.plan_mlp(512, 256, 512, device="cpu", order="diagonal")
