@@ -123,9 +123,9 @@ def print_case(rows):
     by = {r["impl"]: r["ms"] for r in rows}
     r0 = rows[0]
     print(f"\n{r0['model']} {r0['dtype']} tokens={r0['tokens']}")
-    print(f"  {"impl":<30}{'ms':>9}{'vs xla':>9}{'vs serial':>11}  plan")
+    print(f"  {'impl':<30}{'ms':>9}{'vs xla':>9}{'vs serial':>11}  plan")
     for r in rows:
-        print(f"  {r["impl"]:<30}{r['ms']:>9.4f}{by['xla'] / r['ms']:>9.3f}"
+        print(f"  {r['impl']:<30}{r['ms']:>9.4f}{by['xla'] / r['ms']:>9.3f}"
               f"{by['serial'] / r['ms']:>11.3f}  {r.get('plan', '')}")
 
 
