@@ -192,7 +192,7 @@ def main(argv=None):
     ap.add_argument("--tokens", type=int, nargs="+", default=list(TOKENS))
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant (>= 20)")
-    ap.add_argument("--orders", nargs="*", default=[], choices=["column_major"],
+    ap.add_argument("--orders", nargs="*", default=[], choices=["column_major", "grouped"],
                     help="extra tile orders to time (serial and fused, both GEMMs)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")

@@ -279,6 +279,9 @@ def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, ti
         policy=policy, mode=mode, plan=plan)
 
 
+TILE_ORDERS = ("row_major", "column_major", "grouped")
+
+
 def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
              activation: str = "gelu", device="h200", tile=None, policy="auto", mode="auto",
              optimizations: Optional[Optimizations] = None,
@@ -296,9 +299,10 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     XLA's own ops win, the plan falls back to them (``report.fallback``)
     unless ``allow_fallback=False``.
 
-    order: the tile order of both GEMMs, "row_major" or "column_major" (a
-    column-major wave covers every row of few weight columns, so a weight
-    tile is read from memory about once); None: row-major, or strided where
+    order: the tile order of both GEMMs: "row_major", "column_major" (a wave
+    covers every row of few weight columns, so weights are read about once)
+    or "grouped" (column-major within bands of 8 tile rows: few re-reads of
+    either operand at any token count); None: row-major, or strided where
     StridedSync needs it.
     """
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
@@ -316,8 +320,8 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         raise ValueError(
             f"policy: StridedSync({chosen_policy.slices}) needs an activation whose w1 has "
             f"{chosen_policy.slices} column slices; activation {activation!r} has {slices}")
-    if order not in (None, "row_major", "column_major"):
-        raise ValueError(f"order: expected None, 'row_major' or 'column_major', got {order!r}")
+    if order not in (None,) + TILE_ORDERS:
+        raise ValueError(f"order: expected None or one of {TILE_ORDERS}, got {order!r}")
     tiles = _as_tiles(tile)
     model, on_cpu = resolve_device(device, cpu)
     run_mode = "fused" if mode == "auto" else mode

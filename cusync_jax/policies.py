@@ -113,4 +113,4 @@ class Optimizations:
 
 MODES = ("fused", "streams", "serial")
 MODE_CODES = {"serial": 0, "streams": 1, "fused": 2}
-ORDER_CODES = {"row_major": 0, "column_major": 1, "strided": 2}
+ORDER_CODES = {"row_major": 0, "column_major": 1, "strided": 2, "grouped": 3}

@@ -7,7 +7,7 @@ import pytest
 
 from cusync_jax import _cusync_cpu as core
 
-ROW_MAJOR, COLUMN_MAJOR, STRIDED = 0, 1, 2
+ROW_MAJOR, COLUMN_MAJOR, STRIDED, GROUPED = 0, 1, 2, 3
 TILE, ROW, STRIDED_SYNC, CONV = 0, 1, 2, 3
 
 
@@ -16,6 +16,14 @@ def test_row_and_column_major_orders():
     assert rows == [(r, c) for r in range(3) for c in range(3)]
     cols = core.stage_schedule(48, 40, 1, 16, 16, COLUMN_MAJOR)
     assert cols == [(r, c) for c in range(3) for r in range(3)]
+
+
+def test_grouped_order_runs_column_major_in_bands_of_eight_rows():
+    # 19 x 3 tiles: bands of rows 0-7, 8-15 and a ragged 16-18.
+    order = core.stage_schedule(19 * 16, 40, 1, 16, 16, GROUPED)
+    want = [(r, c) for band in (range(0, 8), range(8, 16), range(16, 19))
+            for c in range(3) for r in band]
+    assert order == want
 
 
 def test_strided_order_puts_slices_of_one_column_together():

@@ -60,12 +60,13 @@ def test_optimizations(opts, policy):
     assert rel_err(y, cs.mlp_reference(x, w1, w2, b1=b1, b2=b2)) < TOL[jnp.float32]
 
 
-@pytest.mark.parametrize("order", ["row_major", "column_major"])
-def test_tile_orders(order):
-    x, w1, w2, b1, b2 = mlp_inputs(5, 64, 32, 48, 32, jnp.float32)
-    base = cs.plan_mlp(64, 32, 48, 32, device="cpu", tile=(16, 16, 16)).plan
-    import dataclasses
-    plan = dataclasses.replace(base, order1=order, order2=order)
+@pytest.mark.parametrize("order", ["row_major", "column_major", "grouped"])
+@pytest.mark.parametrize("policy", ["tilesync", "rowsync"])
+def test_tile_orders(order, policy):
+    # 200 tokens in 16-row tiles: 13 tile rows, so "grouped" has a ragged band.
+    x, w1, w2, b1, b2 = mlp_inputs(5, 200, 32, 48, 32, jnp.float32)
+    plan = cs.plan_mlp(200, 32, 48, 32, device="cpu", tile=(16, 16, 16), order=order,
+                       policy=policy, cpu=cs.CpuOptions(delay_us=20, seed=3)).plan
     y = cs.synced_mlp(x, w1, w2, b1=b1, b2=b2, plan=plan)
     assert rel_err(y, cs.mlp_reference(x, w1, w2, b1=b1, b2=b2)) < TOL[jnp.float32]
 

@@ -71,7 +71,7 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   if (act < 0 || act > 5) return Error::InvalidArgument("cusync_jax: unknown activation code");
   if (policy < 0 || policy > 3) return Error::InvalidArgument("cusync_jax: unknown policy code");
   if (mode < 0 || mode > 2) return Error::InvalidArgument("cusync_jax: unknown mode code");
-  if (order1 < 0 || order1 > 2 || order2 < 0 || order2 > 2)
+  if (order1 < 0 || order1 > 3 || order2 < 0 || order2 > 3)
     return Error::InvalidArgument("cusync_jax: unknown tile order code");
   if (tm1 <= 0 || tn1 <= 0 || tm2 <= 0 || tn2 <= 0 || spec->tile_k1 <= 0 || spec->tile_k2 <= 0)
     return Error::InvalidArgument("cusync_jax: tile sizes must be positive");

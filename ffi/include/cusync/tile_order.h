@@ -15,7 +15,13 @@ enum class TileOrder : int {
   kColumnMajor = 1,  // (0,0) (1,0) ... (R-1,0) (0,1) ...
   kStrided = 2,      // row-major, but the `slices` column tiles that share a
                      // StridedSync semaphore are consecutive: (0,0) (0,C/s) ...
+  kGrouped = 3,      // column-major within groups of kGroupRows tile rows, the
+                     // groups in row order: a wave of tiles spans few rows and
+                     // few columns, so neither operand streams through the L2
+                     // many times (row-major re-reads all of B per row band).
 };
+
+constexpr int kGroupRows = 8;
 
 struct Tile {
   int row;
@@ -34,6 +40,14 @@ CUSYNC_HD Tile tile_at(TileOrder order, int index, int rows, int cols, int slice
       const int within = index % cols;
       const int per_slice = cols / slices;
       return Tile{row, within / slices + (within % slices) * per_slice};
+    }
+    case TileOrder::kGrouped: {
+      const int per_group = kGroupRows * cols;
+      const int group = index / per_group;
+      const int first_row = group * kGroupRows;
+      const int group_rows = rows - first_row < kGroupRows ? rows - first_row : kGroupRows;
+      const int within = index - group * per_group;
+      return Tile{first_row + within % group_rows, within / group_rows};
     }
     case TileOrder::kRowMajor:
     default:
