@@ -59,6 +59,10 @@ def _validate(x, w1, w2, b1, b2, activation):
 
 # ------------------------------------------------------------- the primitive
 def _abstract_eval(x, w1, b1, w2, b2, *, plan: MlpPlan, activation: str):
+    # Outputs: y; the intermediate h, which only the VJP of relu and identity
+    # reads back (for SwiGLU the Hopper kernels store silu(gate) * up packed
+    # in its first tokens * ffn elements: its layout is the backend's); the
+    # per-call semaphores.
     tokens, _ = x.shape
     slices = activation_slices(activation)
     ffn = w1.shape[1] // slices

@@ -91,6 +91,19 @@ def test_optimizations_many_waves(opt, mode, policy):
     check(ops, "gelu", tile=(128, 128, 32), policy=policy, mode=mode, optimizations=opt)
 
 
+@pytest.mark.parametrize("order", ["column_major", "grouped"])
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+@pytest.mark.parametrize("policy", ["tilesync", "rowsync"])
+def test_tile_orders_many_waves(order, activation, policy):
+    # 2100 tokens: 17 tile rows of 128, so the grouped order ends in a ragged band.
+    ops = mlp_inputs(19, 2100, 512, 2816, 1024, jnp.float16, swiglu=activation == "swiglu")
+    device = cs.planner.device_model(jax.devices()[0])
+    for mode in ("serial", "streams", "fused"):
+        plan = cs.plan_mlp(2100, 512, 2816, 1024, activation=activation, device=device,
+                           policy=policy, mode=mode, order=order).plan
+        check(ops, activation, plan=plan)
+
+
 def test_swiglu_strided_many_waves():
     ops = mlp_inputs(17, 1500, 512, 2816, 1024, jnp.bfloat16, swiglu=True)
     for mode in ("streams", "fused"):

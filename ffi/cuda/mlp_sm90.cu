@@ -9,6 +9,10 @@
 //            consumer positions on a side stream behind a wait kernel, both
 //            persistent. Once one producer CTA runs, it works through every
 //            producer tile left, so waiting consumers cannot starve it.
+//
+// SwiGLU: a producer tile multiplies x by the same columns of w1's gate and
+// up halves and stores silu(gate) * up, so h is a plain [T, F] matrix and
+// the consumer a plain GEMM; the producer stage is re-tiled to match.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -50,20 +54,37 @@ Error run_mlp(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t st
   if (auto e = check_device<Cfg>(device); e.failure()) return e;
   using E = typename Cfg::Element;
   const int T = static_cast<int>(s.tokens), H = static_cast<int>(s.hidden), F = static_cast<int>(s.ffn),
-            O = static_cast<int>(s.out), S = s.producer.slices;
+            O = static_cast<int>(s.out);
   E* h = static_cast<E*>(b.h);
   ChainParams<Cfg> p{};
-  p.stage[0] = make_gemm_stage<Cfg>(static_cast<const E*>(b.x), nullptr, T, H, H, static_cast<const E*>(b.w1),
-                                    S * F, h, S * F, static_cast<const E*>(b.b1), s.producer, s.activation);
-  // SwiGLU: the consumer's A is h[:, :F] * h[:, F:], loaded as two views.
-  p.stage[1] = make_gemm_stage<Cfg>(h, S > 1 ? h + F : nullptr, T, F, S * F, static_cast<const E*>(b.w2), O,
-                                    static_cast<E*>(b.y), O, static_cast<const E*>(b.b2), s.consumer,
-                                    cusync::Activation::kIdentity);
-  const int P = s.producer.tile_count(), C = s.consumer.tile_count();
+  cusync::Stage producer = s.producer;
+  cusync::Policy policy = s.policy;
+  if constexpr (Cfg::kSwiglu) {
+    // A producer tile stores silu(gate) * up for kTileN/2 columns of h, now a
+    // plain [T, F] matrix (packed at the start of the [T, 2F] scratch buffer).
+    producer = cusync::Stage{T, F, 1, Cfg::kTileM, Cfg::kTileN / 2, s.producer.order};
+    // StridedSync joins a column's gate and up tiles; one producer tile now
+    // covers both, so it is TileSync.
+    if (policy.kind == cusync::PolicyKind::kStridedSync) policy.kind = cusync::PolicyKind::kTileSync;
+    // Python sized the semaphores for the [gate | up] tiling (s.producer).
+    const int need = policy.semaphore_count(producer), have = s.producer.tile_count();
+    if (need > have) {
+      return Error::InvalidArgument("cusync_jax: kernel family 1's SwiGLU tiling needs " + std::to_string(need) +
+                                    " semaphores; the sync buffer holds " + std::to_string(have));
+    }
+    p.stage[0] = make_swiglu_producer_stage<Cfg>(static_cast<const E*>(b.x), T, H, static_cast<const E*>(b.w1), F,
+                                                 h, static_cast<const E*>(b.b1), producer);
+  } else {
+    p.stage[0] = make_gemm_stage<Cfg>(static_cast<const E*>(b.x), T, H, H, static_cast<const E*>(b.w1), F, h, F,
+                                      static_cast<const E*>(b.b1), producer, s.activation);
+  }
+  p.stage[1] = make_gemm_stage<Cfg>(h, T, F, F, static_cast<const E*>(b.w2), O, static_cast<E*>(b.y), O,
+                                    static_cast<const E*>(b.b2), s.consumer, cusync::Activation::kIdentity);
+  const int P = producer.tile_count(), C = s.consumer.tile_count();
   p.tiles0 = P;
   p.semaphores = b.sync + cusync::kSyncHeaderWords;
-  p.policy = s.policy;
-  p.release_store = cusync::has(s.optimizations, cusync::kReleaseStorePosts) && s.policy.single_poster(s.producer);
+  p.policy = policy;
+  p.release_store = cusync::has(s.optimizations, cusync::kReleaseStorePosts) && policy.single_poster(producer);
 
   switch (s.mode) {
     case cusync_ffi::Mode::kSerial: {
@@ -167,7 +188,7 @@ Error run_gemm(const void* a, const void* w, void* out, int* counter, int m, int
   using E = typename Cfg::Element;
   const cusync::Stage tiling{m, n, 1, Cfg::kTileM, Cfg::kTileN, cusync::TileOrder::kRowMajor};
   ChainParams<Cfg> p{};
-  p.stage[0] = make_gemm_stage<Cfg>(static_cast<const E*>(a), nullptr, m, k, k, static_cast<const E*>(w), n,
+  p.stage[0] = make_gemm_stage<Cfg>(static_cast<const E*>(a), m, k, k, static_cast<const E*>(w), n,
                                     static_cast<E*>(out), n, nullptr, tiling, cusync::Activation::kIdentity);
   p.stage[1] = p.stage[0];
   p.tiles0 = tiling.tile_count();

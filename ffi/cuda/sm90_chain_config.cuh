@@ -31,8 +31,10 @@ namespace cusync_sm90 {
 
 using namespace cute;
 
-// kTileN: tile width (128 or 256). kSwiglu: consumer tiles read A as the
-// product of two halves of h (gate and up), staged side by side.
+// kTileN: tile width (128 or 256). kSwiglu: producer tiles multiply x by
+// kTileN/2 gate columns and the same kTileN/2 up columns of w1 (two B views,
+// side by side in a stage), and the epilogue stores silu(gate) * up: h is a
+// plain [rows, F] matrix and the consumer a plain GEMM.
 template <class Element_, int kTileN_, bool kSwiglu_>
 struct ChainConfig {
   using Element = Element_;
@@ -48,7 +50,7 @@ struct ChainConfig {
 
   static constexpr int kBytesA = kTileM * kTileK * int(sizeof(Element));
   static constexpr int kBytesB = kTileN * kTileK * int(sizeof(Element));
-  static constexpr int kStageBytes = kBytesA * (kSwiglu ? 2 : 1) + kBytesB;
+  static constexpr int kStageBytes = kBytesA + kBytesB;
   // Deepest pipeline that fits next to the barriers (227 KB per block).
   static constexpr int kStages = (220 * 1024 / kStageBytes) < 8 ? (220 * 1024 / kStageBytes) : 8;
   // Scheduled tiles in flight between loader and MMA: pingpong keeps two
@@ -68,6 +70,11 @@ struct ChainConfig {
   using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
                                              make_shape(TileN{}, TileK{}, Stages{}),
                                              Step<_2, _1, _3>{}));
+  // One half (kTileN/2 columns) of a B stage: with K-first stacking the two
+  // halves of a stage are contiguous, each laid out like this.
+  using HalfN = Int<kTileN / 2>;
+  using SmemLayoutBHalf = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                                 make_shape(HalfN{}, TileK{}), Step<_2, _1>{}));
 
   using MmaAtom = decltype(SM90::GMMA::ss_op_selector<Element, Element, float,
                                                       Shape<_64, TileN, TileK>, GMMA::Major::K,
@@ -79,22 +86,29 @@ struct ChainConfig {
   // Pingpong: the MMA warpgroups enter their mainloops in turn.
   using MathOrder = cutlass::OrderedSequenceBarrier<1, 2>;
 
-  // TMA descriptors for A (rows x K, row stride ld) and B (N x K, N contiguous).
+  // TMA descriptors for A (rows x K, row stride ld) and B (N x K, N
+  // contiguous, row stride ld). TMA zero-fills what lies outside the view,
+  // so a view of width n never reads the columns that follow it in a row.
   static auto make_tma_a(Element const* ptr, int rows, int k, int ld) {
     auto g = make_tensor(make_gmem_ptr(ptr), make_shape(rows, k), make_stride(ld, _1{}));
     return make_tma_copy(SM90_TMA_LOAD{}, g, take<0, 2>(SmemLayoutA{}));
   }
-  static auto make_tma_b(Element const* ptr, int n, int k) {
-    auto g = make_tensor(make_gmem_ptr(ptr), make_shape(n, k), make_stride(_1{}, n));
+  static auto make_tma_b(Element const* ptr, int n, int k, int ld) {
+    auto g = make_tensor(make_gmem_ptr(ptr), make_shape(n, k), make_stride(_1{}, ld));
     return make_tma_copy(SM90_TMA_LOAD{}, g, take<0, 2>(SmemLayoutB{}));
   }
+  // SwiGLU producer: the gate or the up columns of w1, one half of a stage.
+  static auto make_tma_b_half(Element const* ptr, int n, int k, int ld) {
+    auto g = make_tensor(make_gmem_ptr(ptr), make_shape(n, k), make_stride(_1{}, ld));
+    return make_tma_copy(SM90_TMA_LOAD{}, g, SmemLayoutBHalf{});
+  }
   using TmaA = decltype(make_tma_a(nullptr, 1, 1, 1));
-  using TmaB = decltype(make_tma_b(nullptr, 1, 1));
+  using TmaB = decltype(make_tma_b(nullptr, 1, 1, 1));
+  using TmaBHalf = decltype(make_tma_b_half(nullptr, 1, 1, 1));
 
   struct SharedStorage {
     cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
     cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
-    cute::array_aligned<Element, kSwiglu ? cosize_v<SmemLayoutA> : 8, 1024> a_up;
     typename LoadPipeline::SharedStorage load_pipeline;
     typename TilePipeline::SharedStorage tile_pipeline;
     typename MathOrder::SharedStorage math_order;

@@ -16,6 +16,11 @@
 //    TMA read sees the producer's stores; B is loaded before the wait (R);
 //  - the MMA warpgroups, after storing a producer tile, barrier, fence and
 //    post (release add, or release store where a semaphore has one poster).
+//
+// SwiGLU (Cfg::kSwiglu): a producer tile is kTileN/2 columns of h. Its MMA
+// tile is kTileN wide: B = [gate columns | the same up columns] of w1, loaded
+// through two views, and the epilogue stores silu(gate + b) * (up + b). The
+// consumer is then a plain GEMM on h [rows, F].
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -33,15 +38,17 @@ namespace cusync_sm90 {
 // One GEMM of the chain: out[rows, n] = epilogue(A @ B).
 template <class Cfg>
 struct GemmStage {
-  typename Cfg::TmaA tma_a;     // A [rows, k]
-  typename Cfg::TmaA tma_a_up;  // SwiGLU consumer: the up half of h (A = gate * up)
-  typename Cfg::TmaB tma_b;     // B viewed as [n_all, k]
-  int rows, k, n_all;           // tensor extents of the descriptors
-  int a_ld;                     // row stride of A (elements)
+  typename Cfg::TmaA tma_a;         // A [rows, k]
+  typename Cfg::TmaB tma_b;         // B viewed as [n_all, k]
+  typename Cfg::TmaBHalf tma_gate;  // SwiGLU producer: w1's gate columns [n_all, k]
+  typename Cfg::TmaBHalf tma_up;    // SwiGLU producer: w1's up columns [n_all, k]
+  int rows, k, n_all;               // tensor extents of the descriptors
+  int a_ld;                         // row stride of A (elements)
   typename Cfg::Element* out;
   int out_ld;
-  typename Cfg::Element const* bias;  // [n_all] or null
-  cusync::Stage tiling;               // output tiles, their order and slices
+  typename Cfg::Element const* bias;     // [n_all] or null (SwiGLU producer: the gate bias)
+  typename Cfg::Element const* bias_up;  // SwiGLU producer: the up bias [n_all], or null
+  cusync::Stage tiling;                  // output tiles, their order and slices
   cusync::Activation activation;
 };
 
@@ -156,10 +163,14 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   if (p.started != nullptr) atomicExch(p.started, 1);
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});
-  Tensor sA_up = make_tensor(make_smem_ptr(smem.a_up.data()), typename Cfg::SmemLayoutA{});
   Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});
   const auto tile_mk = make_shape(typename Cfg::TileM{}, typename Cfg::TileK{});
   const auto tile_nk = make_shape(typename Cfg::TileN{}, typename Cfg::TileK{});
+  // SwiGLU producer: the gate half and the up half of every B stage.
+  const auto half_nks = make_shape(typename Cfg::HalfN{}, typename Cfg::TileK{}, typename Cfg::Stages{});
+  Tensor sB_gate = local_tile(sB, half_nks, make_coord(0, 0, 0));
+  Tensor sB_up = local_tile(sB, half_nks, make_coord(1, 0, 0));
+  const auto half_nk = make_shape(typename Cfg::HalfN{}, typename Cfg::TileK{});
 
   for (;;) {
     const int pos = p.begin + atomicAdd(p.counter, 1);
@@ -172,7 +183,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     const TileJob job = resolve(p, pos);
     const GemmStage<Cfg>& g = p.stage[job.stage];
     const bool waits = job.stage == 1 && p.consumer_waits;
-    const bool two_a = Cfg::kSwiglu && job.stage == 1;
+    const bool gated = Cfg::kSwiglu && job.stage == 0;
 
     Tensor mA = g.tma_a.get_tma_tensor(make_shape(g.rows, g.k));
     Tensor mB = g.tma_b.get_tma_tensor(make_shape(g.n_all, g.k));
@@ -182,6 +193,15 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
                                       group_modes<0, 2>(gA));
     auto [tBgB, tBsB] = tma_partition(g.tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB),
                                       group_modes<0, 2>(gB));
+    // SwiGLU producer: h columns [col0, col0 + kTileN/2) need the same
+    // columns of both views (the views share a shape, so one coordinate
+    // tensor serves both).
+    Tensor mH = g.tma_gate.get_tma_tensor(make_shape(g.n_all, g.k));
+    Tensor gH = local_tile(domain_offset(make_coord(job.col0, 0), mH), half_nk, make_coord(0, _));
+    auto [tGgG, tGsG] = tma_partition(g.tma_gate, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_gate),
+                                      group_modes<0, 2>(gH));
+    auto [tUgU, tUsU] = tma_partition(g.tma_up, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_up),
+                                      group_modes<0, 2>(gH));
 
     const int k_tiles = (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     int ready[2] = {-1, -1};
@@ -194,10 +214,14 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     int ready_col = 0;
     for (int kb = 0; kb < k_tiles; ++kb) {
       pipeline.producer_acquire(write);
-      if (two_a) pipeline.producer_expect_transaction(write, Cfg::kBytesA);
       auto* bar = pipeline.producer_get_barrier(write);
       const int stage = write.index();
-      copy(g.tma_b.with(*bar), tBgB(_, kb), tBsB(_, stage));
+      if (gated) {
+        copy(g.tma_gate.with(*bar), tGgG(_, kb), tGsG(_, stage));
+        copy(g.tma_up.with(*bar), tUgU(_, kb), tUsU(_, stage));
+      } else {
+        copy(g.tma_b.with(*bar), tBgB(_, kb), tBsB(_, stage));
+      }
       if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
         const int k0 = kb * Cfg::kTileK;
         const int k1 = p.policy.waits_once_per_tile() ? g.k : min(g.k, k0 + Cfg::kTileK);
@@ -220,46 +244,9 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
         }
       }
       copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
-      if (two_a) {
-        Tensor mU = g.tma_a_up.get_tma_tensor(make_shape(g.rows, g.k));
-        Tensor gU = local_tile(domain_offset(make_coord(job.row0, 0), mU), tile_mk, make_coord(0, _));
-        auto [tUgU, tUsU] = tma_partition(g.tma_a_up, Int<0>{}, Layout<_1>{},
-                                          group_modes<0, 2>(sA_up), group_modes<0, 2>(gU));
-        copy(g.tma_a_up.with(*bar), tUgU(_, kb), tUsU(_, stage));
-      }
       ++write;
     }
   }
-}
-
-// SwiGLU consumer: A = gate * up, element by element. The two staged tiles
-// share one layout, so the product is taken position by position in shared
-// memory; each MMA warpgroup multiplies the rows it reads (64 when
-// cooperative, all 128 when pingpong).
-template <class Cfg>
-__device__ __forceinline__ void multiply_gate_by_up(typename Cfg::SharedStorage& smem, int stage,
-                                                    int group) {
-  using Element = typename Cfg::Element;
-  constexpr int kElems = Cfg::kTileM * Cfg::kTileK;               // one stage of A
-  constexpr int kPerGroup = kElems / Cfg::kGroupsPerTile;         // 64-row halves are contiguous
-  constexpr int kVec = 8;                                         // 16 bytes
-  const int lane = threadIdx.x % 128;
-  const int part = Cfg::kPingpong ? 0 : group;
-  Element* gate = smem.a.data() + stage * kElems + part * kPerGroup;
-  const Element* up = smem.a_up.data() + stage * kElems + part * kPerGroup;
-  CUTE_UNROLL
-  for (int i = lane * kVec; i < kPerGroup; i += 128 * kVec) {
-    uint4 gv = *reinterpret_cast<const uint4*>(gate + i);
-    const uint4 uv = *reinterpret_cast<const uint4*>(up + i);
-    Element* ge = reinterpret_cast<Element*>(&gv);
-    const Element* ue = reinterpret_cast<const Element*>(&uv);
-    CUTE_UNROLL
-    for (int e = 0; e < kVec; ++e) ge[e] = Element(float(ge[e]) * float(ue[e]));
-    *reinterpret_cast<uint4*>(gate + i) = gv;
-  }
-  // wgmma reads shared memory through the async proxy.
-  cutlass::arch::fence_view_async_shared();
-  asm volatile("bar.sync %0, 128;" ::"r"(2 + group) : "memory");
 }
 
 // Bias, activation, conversion and the store of one tile from the
@@ -299,16 +286,82 @@ __device__ __forceinline__ void store_tile_as(ChainParams<Cfg> const& p, const T
   }
 }
 
+// SwiGLU producer epilogue: h[r, col0 + c] = silu(gate + b_gate) * (up + b_up)
+// for c < kTileN/2, where accumulator column c is gate column col0 + c and
+// column c + kTileN/2 the same up column. In a 64xN wgmma accumulator a
+// thread's values are (2 adjacent columns, 2 rows 8 apart, N/8 column
+// groups 8 apart): value group v + N/16 is v's column + N/2, so each thread
+// holds both factors of its outputs. fp32 math, one rounding at the end.
+template <class Cfg, class Accum, class Coords>
+__device__ __forceinline__ void store_gated_tile(ChainParams<Cfg> const& p, const TileJob& job,
+                                                 Accum const& accum, Coords const& coords) {
+  using Element = typename Cfg::Element;
+  constexpr int kGroups = Cfg::kTileN / 8;  // 8-column groups of the MMA tile
+  static_assert(decltype(rank<0>(accum))::value == 3 && decltype(size<0, 0>(accum))::value == 2 &&
+                    decltype(size<0, 1>(accum))::value == 2 && decltype(size<0, 2>(accum))::value == kGroups &&
+                    decltype(size<2>(accum))::value == 1,
+                "SwiGLU epilogue expects 64xN wgmma accumulators, one atom along N");
+  const GemmStage<Cfg>& g = p.stage[0];
+  Element* const out = g.out;
+  Element const* const bias = g.bias;
+  Element const* const bias_up = g.bias_up;
+  const int64_t ld = g.out_ld;
+  const bool pair_ok = (ld % 2 == 0) && (job.col0 % 2 == 0);
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(accum); ++m) {
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      CUTE_UNROLL
+      for (int v = 0; v < kGroups / 2; ++v) {
+        const auto c0 = make_coord(make_coord(0, r, v), m, 0);
+        const auto c1 = make_coord(make_coord(1, r, v), m, 0);
+        const auto u0 = make_coord(make_coord(0, r, v + kGroups / 2), m, 0);
+        const auto u1 = make_coord(make_coord(1, r, v + kGroups / 2), m, 0);
+        const int row = job.row0 + get<0>(coords(c0));
+        const int col = job.col0 + get<1>(coords(c0));
+        if (row >= job.row1 || col >= job.col1) continue;
+        const bool has1 = col + 1 < job.col1;
+        float g0 = accum(c0), g1 = accum(c1), x0 = accum(u0), x1 = accum(u1);
+        if (bias != nullptr) {
+          g0 += float(bias[col]);
+          if (has1) g1 += float(bias[col + 1]);
+        }
+        if (bias_up != nullptr) {
+          x0 += float(bias_up[col]);
+          if (has1) x1 += float(bias_up[col + 1]);
+        }
+        const float v0 = g0 / (1.f + expf(-g0)) * x0;
+        const float v1 = g1 / (1.f + expf(-g1)) * x1;
+        Element* dst = out + row * ld + col;
+        if (has1 && pair_ok) {
+          alignas(4) Element two[2] = {Element(v0), Element(v1)};
+          *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(two);
+        } else {
+          dst[0] = Element(v0);
+          if (has1) dst[1] = Element(v1);
+        }
+      }
+    }
+  }
+}
+
 template <class Cfg, class Accum, class Coords>
 __device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const TileJob& job,
                                            Accum const& accum, Coords const& coords) {
   using A = cusync::Activation;
+  if constexpr (Cfg::kSwiglu) {
+    // The SwiGLU configurations run only the SwiGLU MLP: a gated producer
+    // and a consumer without activation.
+    if (job.stage == 0) store_gated_tile(p, job, accum, coords);
+    else store_tile_as<A::kIdentity>(p, job, accum, coords);
+    return;
+  }
+  // (SwiGLU has two slices, so it never runs on these configurations.)
   switch (p.stage[job.stage].activation) {
     case A::kRelu: store_tile_as<A::kRelu>(p, job, accum, coords); break;
     case A::kGelu: store_tile_as<A::kGelu>(p, job, accum, coords); break;
     case A::kGeluTanh: store_tile_as<A::kGeluTanh>(p, job, accum, coords); break;
     case A::kSilu: store_tile_as<A::kSilu>(p, job, accum, coords); break;
-    case A::kSwiglu: store_tile_as<A::kSwiglu>(p, job, accum, coords); break;
     default: store_tile_as<A::kIdentity>(p, job, accum, coords); break;
   }
 }
@@ -360,7 +413,6 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     }
     const TileJob job = resolve(p, pos);
     const int k_tiles = (p.stage[job.stage].k + Cfg::kTileK - 1) / Cfg::kTileK;
-    const bool two_a = Cfg::kSwiglu && job.stage == 1;
 
     if constexpr (kPingpong) math_order.wait();
     auto release = read;
@@ -368,7 +420,6 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     warpgroup_fence_operand(accum);
     for (int kb = 0; kb < k_tiles; ++kb) {
       pipeline.consumer_wait(read);
-      if (two_a) multiply_gate_by_up<Cfg>(smem, read.index(), group);
       warpgroup_arrive();
       CUTE_UNROLL
       for (int b = 0; b < kBlocks; ++b) {

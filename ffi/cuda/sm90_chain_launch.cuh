@@ -11,18 +11,15 @@
 namespace cusync_sm90 {
 
 // out[rows, :] (tiles of `tiling`) = activation(A @ B + bias).
-// A: [rows, k] with row stride a_ld; a_up: SwiGLU's up half of h (same
-// shape and stride), else null. B: [k, n_all] row-major.
+// A: [rows, k] with row stride a_ld. B: [k, n_all] row-major.
 template <class Cfg>
-GemmStage<Cfg> make_gemm_stage(typename Cfg::Element const* a, typename Cfg::Element const* a_up,
-                               int rows, int k, int a_ld, typename Cfg::Element const* b, int n_all,
-                               typename Cfg::Element* out, int out_ld,
-                               typename Cfg::Element const* bias, cusync::Stage tiling,
+GemmStage<Cfg> make_gemm_stage(typename Cfg::Element const* a, int rows, int k, int a_ld,
+                               typename Cfg::Element const* b, int n_all, typename Cfg::Element* out,
+                               int out_ld, typename Cfg::Element const* bias, cusync::Stage tiling,
                                cusync::Activation activation) {
   GemmStage<Cfg> g{};
   g.tma_a = Cfg::make_tma_a(a, rows, k, a_ld);
-  g.tma_a_up = Cfg::make_tma_a(a_up != nullptr ? a_up : a, rows, k, a_ld);
-  g.tma_b = Cfg::make_tma_b(b, n_all, k);
+  g.tma_b = Cfg::make_tma_b(b, n_all, k, n_all);
   g.rows = rows;
   g.k = k;
   g.n_all = n_all;
@@ -30,8 +27,37 @@ GemmStage<Cfg> make_gemm_stage(typename Cfg::Element const* a, typename Cfg::Ele
   g.out = out;
   g.out_ld = out_ld;
   g.bias = bias;
+  g.bias_up = nullptr;
   g.tiling = tiling;
   g.activation = activation;
+  return g;
+}
+
+// The SwiGLU producer (Cfg::kSwiglu): h[rows, ffn] (row stride ffn) =
+// silu(x @ gate + b1[:ffn]) * (x @ up + b1[ffn:]), where w1 = [gate | up] is
+// [k, 2 ffn] and b1 is [2 ffn] or null. `tiling` covers h: tiles of
+// kTileN/2 columns, one slice.
+template <class Cfg>
+GemmStage<Cfg> make_swiglu_producer_stage(typename Cfg::Element const* x, int rows, int k,
+                                          typename Cfg::Element const* w1, int ffn, typename Cfg::Element* h,
+                                          typename Cfg::Element const* b1, cusync::Stage tiling) {
+  static_assert(Cfg::kSwiglu);
+  GemmStage<Cfg> g{};
+  g.tma_a = Cfg::make_tma_a(x, rows, k, k);
+  // Two views of width ffn, row stride 2 ffn: a ragged last tile reads
+  // zeros, never the other half's columns.
+  g.tma_gate = Cfg::make_tma_b_half(w1, ffn, k, 2 * ffn);
+  g.tma_up = Cfg::make_tma_b_half(w1 + ffn, ffn, k, 2 * ffn);
+  g.rows = rows;
+  g.k = k;
+  g.n_all = ffn;
+  g.a_ld = k;
+  g.out = h;
+  g.out_ld = ffn;
+  g.bias = b1;
+  g.bias_up = b1 != nullptr ? b1 + ffn : nullptr;
+  g.tiling = tiling;
+  g.activation = cusync::Activation::kSwiglu;
   return g;
 }
 

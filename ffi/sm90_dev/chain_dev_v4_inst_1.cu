@@ -1,6 +1,0 @@
-// Kernel instances of the v4 harness, unit 1 (see chain_dev_v4_inst.h).
-#include "cuda/sm90_chain_launch.cuh"
-#include "v4/sm90_chain_launch.cuh"
-#include "chain_dev_v4_inst.h"
-
-CHAIN_DEV_UNIT1(CHAIN_DEV_INSTANCE)
