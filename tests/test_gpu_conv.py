@@ -78,6 +78,7 @@ def test_grad_and_vmap():
 
 
 def test_float32_is_refused_with_a_clear_error():
+    # An explicit mode runs the kernels (auto would fall back to XLA's convolutions).
     ops = conv_inputs(8, 1, 7, 7, 64, 64, 64, jnp.float32)
     with pytest.raises(TypeError, match="the CUDA conv pair runs float16 and bfloat16"):
-        synced(ops)
+        synced(ops, mode="fused")
