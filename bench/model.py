@@ -99,14 +99,11 @@ def time_case(plain_step, synced_step, x, params, rounds):
     return ms["plain"], ms["synced"]
 
 
-def fell_back(model, batch, dtype_name, paper, device) -> bool:
-    """Whether policy="auto" ran XLA's own ops for the synced op (the MLP of
-    the GPT-3 layer; the conv pairs have no fallback)."""
-    if model != "gpt3-layer" or device.platform != "gpu":
-        return False
-    size = gpt3_layer.PAPER if paper else gpt3_layer.SMALL
-    return cs.plan_mlp(batch, size.hidden, size.ffn, activation="gelu",
-                       device=cs.planner.device_model(device), dtype=dtype_name).fallback
+def fell_back(synced, params, x) -> bool:
+    """Whether policy="auto" ran XLA's own ops for every synced op of the
+    model: then none of the library's primitives is left in its program."""
+    text = str(jax.make_jaxpr(synced)(params, x))
+    return not any(p.name in text for p in (cs.synced_mlp_p, cs.synced_conv_pair_p))
 
 
 def write_results(path, commit, dirty, device, rows):
@@ -165,7 +162,7 @@ def main(argv=None):
                 plain_ms, synced_ms = time_case(chain(plain), chain(synced), x, params, args.rounds)
                 rows.append(dict(model=model, dtype=dtype_name, batch=batch,
                                  ms=round(synced_ms, 5), baseline_ms=round(plain_ms, 5),
-                                 fallback=fell_back(model, batch, dtype_name, paper, device)))
+                                 fallback=fell_back(synced, params, x)))
                 print(f"{model:<12}{dtype_name:<10}{batch:>6}{plain_ms:>11.4f}{synced_ms:>11.4f}"
                       f"{plain_ms / synced_ms:>9.3f}{err:>10.2e}", flush=True)
                 # Written after every case: a run cut short keeps what it measured.
