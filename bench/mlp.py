@@ -93,8 +93,7 @@ def describe(plan) -> str:
         return FALLBACK
     t1, t2 = plan.tile1, plan.tile2
     tile = f"{t1.m}x{t1.n}x{t1.k}" + ("" if t1 == t2 else f"/{t2.m}x{t2.n}x{t2.k}")
-    order = f" {plan.order2}" if plan.order2 != "row_major" else ""
-    return f"{tile} {policy_name(plan.policy)} {plan.mode}{order}"
+    return f"{tile} {policy_name(plan.policy)} {plan.mode} {plan.order2}"
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
@@ -192,7 +191,7 @@ def main(argv=None):
     ap.add_argument("--tokens", type=int, nargs="+", default=list(TOKENS))
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant (>= 20)")
-    ap.add_argument("--orders", nargs="*", default=[], choices=["column_major", "grouped"],
+    ap.add_argument("--orders", nargs="*", default=[], choices=["row_major", "column_major", "grouped"],
                     help="extra tile orders to time (serial and fused, both GEMMs)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")

@@ -21,12 +21,13 @@ MARGIN = 1.01
 
 
 def parse_plan(text: str) -> tuple:
-    """'128x128x64 RowSync fused [column_major]' ->
-    ([128, 128, 64], 'RowSync', 'fused', None or 'column_major')."""
+    """'128x128x64 RowSync fused grouped' -> ([128, 128, 64], 'RowSync', 'fused', 'grouped').
+    Results written before the order was printed ran row-major unless they
+    named another order."""
     tile, policy, mode, *order = text.split(" ")
     if "/" in tile:
         raise ValueError(f"plan {text!r}: the table holds one tile for both GEMMs")
-    return [int(v) for v in tile.split("x")], policy, mode, (order[0] if order else None)
+    return [int(v) for v in tile.split("x")], policy, mode, (order[0] if order else "row_major")
 
 
 def shape_of(row: dict) -> dict:

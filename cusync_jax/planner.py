@@ -302,8 +302,9 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     order: the tile order of both GEMMs: "row_major", "column_major" (a wave
     covers every row of few weight columns, so weights are read about once)
     or "grouped" (column-major within bands of 8 tile rows: few re-reads of
-    either operand at any token count); None: row-major, or strided where
-    StridedSync needs it.
+    either operand at any token count); None: the kernel's measured default
+    (grouped on Hopper, row-major elsewhere), or strided where StridedSync
+    needs it.
     """
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
         if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
@@ -359,9 +360,10 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     best = None
     for t1, t2, config in candidates:
         pol = chosen_policy or _auto_policy(tokens, activation, t1, config)
-        order1 = order or ("strided" if isinstance(pol, StridedSync) else "row_major")
+        default = config.default_order if config else "row_major"
+        order1 = order or ("strided" if isinstance(pol, StridedSync) else default)
         rep = _report(model, tokens, hidden, ffn, out, activation, t1, t2, pol, run_mode, order1,
-                      order or "row_major", optimizations, config.kernel if config else 0, cpu,
+                      order or default, optimizations, config.kernel if config else 0, cpu,
                       ctas=config.ctas_per_sm if (config and not model.ctas) else None)
         # Simulated multiply-adds per slot over the kernel's measured rate.
         if mode == "auto" and not on_cpu and rep.makespan_synced > 0.99 * rep.makespan_stream:

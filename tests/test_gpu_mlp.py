@@ -91,7 +91,7 @@ def test_optimizations_many_waves(opt, mode, policy):
     check(ops, "gelu", tile=(128, 128, 32), policy=policy, mode=mode, optimizations=opt)
 
 
-@pytest.mark.parametrize("order", ["column_major", "grouped"])
+@pytest.mark.parametrize("order", ["row_major", "column_major", "grouped"])
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 @pytest.mark.parametrize("policy", ["tilesync", "rowsync"])
 def test_tile_orders_many_waves(order, activation, policy):

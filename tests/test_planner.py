@@ -71,3 +71,12 @@ def test_kernel_families_follow_the_device_architecture():
     assert hopper.plan.kernel == 1 and ampere.plan.kernel == 0
     with pytest.raises(ValueError, match="no CUDA kernel of this build runs on V100"):
         cs.plan_mlp(1024, 12288, 6144, device="v100")
+
+
+def test_default_tile_order_is_the_kernels_measured_one():
+    hopper = cs.plan_mlp(1024, 12288, 6144, device="h200", policy="rowsync", mode="fused")
+    assert hopper.plan.order1 == hopper.plan.order2 == "grouped"
+    ampere = cs.plan_mlp(1024, 12288, 6144, device="a100", policy="rowsync", mode="fused")
+    assert ampere.plan.order1 == ampere.plan.order2 == "row_major"
+    kept = cs.plan_mlp(1024, 12288, 6144, device="h200", policy="rowsync", order="row_major")
+    assert kept.plan.order1 == "row_major"
