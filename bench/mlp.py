@@ -53,10 +53,10 @@ def variants(activation: str, orders=()):
         for mode in ("streams", "fused"):
             out[f"{policy_name(policy)}-{mode}"] = dict(policy=policy, mode=mode)
     for order in orders:
-        out[f"serial@{order}"] = dict(mode="serial", order=order)
+        kw = order_kwargs(order)
+        out[f"serial@{order}"] = dict(mode="serial", **kw)
         for policy in policies[:2]:
-            out[f"{policy_name(policy)}-fused@{order}"] = dict(policy=policy, mode="fused",
-                                                              order=order)
+            out[f"{policy_name(policy)}-fused@{order}"] = dict(policy=policy, mode="fused", **kw)
     out["auto"] = {}
     return out
 
@@ -88,12 +88,23 @@ def step_for(kwargs, activation, plan):
 FALLBACK = "xla (fallback)"
 
 
+def order_kwargs(text: str) -> dict:
+    """'grouped:4' -> plan_mlp(order="grouped", group_rows=4); 'column_major' -> order only."""
+    name, _, band = text.partition(":")
+    return dict(order=name, **({"group_rows": int(band)} if band else {}))
+
+
+def order_text(plan) -> str:
+    band = f":{plan.group_rows}" if plan.order2 == "grouped" and plan.group_rows != 8 else ""
+    return plan.order2 + band
+
+
 def describe(plan) -> str:
     if plan.fallback:
         return FALLBACK
     t1, t2 = plan.tile1, plan.tile2
     tile = f"{t1.m}x{t1.n}x{t1.k}" + ("" if t1 == t2 else f"/{t2.m}x{t2.n}x{t2.k}")
-    return f"{tile} {policy_name(plan.policy)} {plan.mode} {plan.order2}"
+    return f"{tile} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}"
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
@@ -182,6 +193,14 @@ def plot(rows, path: pathlib.Path):
     fig.savefig(path, dpi=120)
 
 
+def order_arg(text: str) -> str:
+    name, _, band = text.partition(":")
+    if name not in cs.planner.TILE_ORDERS or (band and (name != "grouped" or not band.isdigit()
+                                                       or int(band) < 1)):
+        raise argparse.ArgumentTypeError(f"unknown tile order {text!r}")
+    return text
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
@@ -191,8 +210,9 @@ def main(argv=None):
     ap.add_argument("--tokens", type=int, nargs="+", default=list(TOKENS))
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant (>= 20)")
-    ap.add_argument("--orders", nargs="*", default=[], choices=["row_major", "column_major", "grouped"],
-                    help="extra tile orders to time (serial and fused, both GEMMs)")
+    ap.add_argument("--orders", nargs="*", default=[], type=order_arg,
+                    help="extra tile orders to time (serial and fused, both GEMMs): row_major, "
+                         "column_major, grouped or grouped:<band rows>")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench" / "results",

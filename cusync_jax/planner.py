@@ -25,6 +25,7 @@ import os
 from typing import Optional, Sequence
 
 from . import kernels, tuning
+from ._cusync_cpu import stage_schedule
 from .activations import activation_slices, check_activation
 from .kernels import TileShape
 from .policies import (MODE_CODES, ORDER_CODES, MODES, Optimizations, Policy, RowSync,
@@ -112,6 +113,8 @@ class MlpPlan:
     # policy="auto" found XLA's own ops faster for this shape (measured, or
     # predicted by the wave model): synced_mlp runs plain jnp instead.
     fallback: bool = False
+    # Band height (tile rows) of the "grouped" order, for both GEMMs.
+    group_rows: int = 8
 
     def attributes(self, activation_code: int) -> dict:
         """The FFI attributes (names as in ffi/common/mlp_spec.h)."""
@@ -121,6 +124,7 @@ class MlpPlan:
             tile_m2=self.tile2.m, tile_n2=self.tile2.n, tile_k2=self.tile2.k,
             order1=ORDER_CODES[self.order1], order2=ORDER_CODES[self.order2],
             mode=MODE_CODES[self.mode], optimizations=self.optimizations.bits(),
+            group_rows=self.group_rows,
             kernel=self.kernel, threads=self.cpu.threads, delay_us=self.cpu.delay_us,
             seed=self.cpu.seed, wait_timeout_ms=self.cpu.wait_timeout_ms)
 
@@ -147,26 +151,36 @@ def makespan(durations: Sequence[float], slots: int) -> float:
     return end
 
 
+def tile_sequence(grid_: tuple, order: str, slices: int = 1, group_rows: int = 8) -> list:
+    """A stage's tiles (row, col) in the order they are handed out, from the
+    same tile_order.h the kernels use."""
+    rows, cols = grid_
+    if order == "row_major":
+        return [(i // cols, i % cols) for i in range(rows * cols)]
+    return stage_schedule(rows, cols // slices, slices, 1, 1, ORDER_CODES[order], group_rows)
+
+
 def synced_makespan(g1: tuple, g2: tuple, rows: int, m1: int, m2: int, d1: float, d2: float,
-                    slots: int, policy: Policy, slices: int = 1) -> float:
-    """Finish time of the fine-grained schedule: producer tiles (row-major),
-    then consumer tiles, each to the first free slot, where a consumer tile
-    holds its slot while it waits. RowSync: it starts once every producer
-    tile of the rows it reads is done. TileSync/StridedSync: its k-chunk j
-    needs producer column tile j, so it ends no earlier than chunk j's
-    readiness plus the work after it."""
+                    slots: int, policy: Policy, slices: int = 1, order1: str = "row_major",
+                    order2: str = "row_major", group_rows: int = 8) -> float:
+    """Finish time of the fine-grained schedule: producer tiles in their
+    order, then consumer tiles in theirs, each to the first free slot, where a
+    consumer tile holds its slot while it waits. RowSync: it starts once every
+    producer tile of the rows it reads is done (under a grouped order, when
+    the band's column sweep ends). TileSync/StridedSync: its k-chunk j needs
+    producer column tile j, so it ends no earlier than chunk j's readiness
+    plus the work after it."""
     free = [0.0] * max(1, slots)
     heapq.heapify(free)
     (r1, c1), (r2, c2) = g1, g2
     done = [[0.0] * c1 for _ in range(r1)]
-    for i in range(r1 * c1):
+    for r, c in tile_sequence(g1, order1, slices, group_rows):
         t = heapq.heappop(free) + d1
-        done[i // c1][i % c1] = t
+        done[r][c] = t
         heapq.heappush(free, t)
     per_slice = c1 // max(1, slices)
     end = 0.0
-    for i in range(r2 * c2):
-        row = i // c2
+    for row, _ in tile_sequence(g2, order2, 1, group_rows):
         lo = row * m2 // m1
         hi = (min(rows, (row + 1) * m2) - 1) // m1
         start = heapq.heappop(free)
@@ -257,7 +271,7 @@ def _as_tiles(tile) -> tuple:
 
 
 def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, tile2, policy, mode,
-            order1, order2, optimizations, kernel, cpu, ctas=None) -> MlpPlanReport:
+            order1, order2, optimizations, kernel, cpu, ctas=None, group_rows=8) -> MlpPlanReport:
     slices = activation_slices(activation)
     g1 = grid(tokens, ffn, tile1, slices)
     g2 = grid(tokens, out, tile2)
@@ -267,7 +281,8 @@ def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, ti
     slots = device.sms * ctas
     d1 = [float(tile1.m * tile1.n * hidden)] * t1   # multiply-adds of one tile
     d2 = [float(tile2.m * tile2.n * ffn)] * t2
-    plan = MlpPlan(tile1, tile2, policy, mode, order1, order2, optimizations, kernel, cpu)
+    plan = MlpPlan(tile1, tile2, policy, mode, order1, order2, optimizations, kernel, cpu,
+                   group_rows=group_rows)
     return MlpPlanReport(
         device=device.name, tokens=tokens, hidden=hidden, ffn=ffn, out=out, activation=activation,
         tile1=tile1, tile2=tile2, grid1=g1, grid2=g2, tiles1=t1, tiles2=t2, slots=slots,
@@ -275,7 +290,8 @@ def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, ti
         waves_synced=math.ceil((t1 + t2) / slots),
         makespan_stream=makespan(d1, slots) + makespan(d2, slots),
         makespan_synced=synced_makespan(g1, g2, tokens, tile1.m, tile2.m, d1[0] if d1 else 0.0,
-                                        d2[0] if d2 else 0.0, slots, policy, slices),
+                                        d2[0] if d2 else 0.0, slots, policy, slices, order1,
+                                        order2, group_rows),
         policy=policy, mode=mode, plan=plan)
 
 
@@ -286,7 +302,7 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
              activation: str = "gelu", device="h200", tile=None, policy="auto", mode="auto",
              optimizations: Optional[Optimizations] = None,
              cpu: Optional[CpuOptions] = None, dtype=None, order: Optional[str] = None,
-             allow_fallback: bool = True) -> MlpPlanReport:
+             group_rows: int = 8, allow_fallback: bool = True) -> MlpPlanReport:
     """Plans y = act(x @ w1) @ w2 with x [tokens, hidden], w1 [hidden, ffn]
     (2 * ffn for SwiGLU), w2 [ffn, out] (out defaults to hidden).
 
@@ -304,7 +320,9 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     or "grouped" (column-major within bands of 8 tile rows: few re-reads of
     either operand at any token count); None: the kernel's measured default
     (grouped on Hopper, row-major elsewhere), or strided where StridedSync
-    needs it.
+    needs it. group_rows: the grouped order's band height in tile rows
+    (lower: rows finish sooner, so RowSync consumers start sooner; higher:
+    more L2 reuse).
     """
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
         if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
@@ -323,10 +341,13 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
             f"{chosen_policy.slices} column slices; activation {activation!r} has {slices}")
     if order not in (None,) + TILE_ORDERS:
         raise ValueError(f"order: expected None or one of {TILE_ORDERS}, got {order!r}")
+    if not isinstance(group_rows, int) or group_rows < 1:
+        raise ValueError(f"group_rows: expected a positive int, got {group_rows!r}")
     tiles = _as_tiles(tile)
     model, on_cpu = resolve_device(device, cpu)
     run_mode = "fused" if mode == "auto" else mode
-    automatic = chosen_policy is None and mode == "auto" and tiles is None and order is None
+    automatic = (chosen_policy is None and mode == "auto" and tiles is None and order is None
+                 and group_rows == 8)
     tuned = automatic and allow_fallback and not on_cpu
 
     if tuned:
@@ -338,7 +359,8 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
                 return _as_fallback(rep, "measured")
             rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
                            tile=choice.tile, policy=choice.policy, mode=choice.mode,
-                           order=choice.order, optimizations=optimizations, cpu=cpu)
+                           order=choice.order, group_rows=choice.group_rows,
+                           optimizations=optimizations, cpu=cpu)
             return dataclasses.replace(rep, source="measured")
 
     # Candidates: (tile1, tile2, kernel config or None for the CPU / a model).
@@ -364,23 +386,28 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         order1 = order or ("strided" if isinstance(pol, StridedSync) else default)
         rep = _report(model, tokens, hidden, ffn, out, activation, t1, t2, pol, run_mode, order1,
                       order or default, optimizations, config.kernel if config else 0, cpu,
-                      ctas=config.ctas_per_sm if (config and not model.ctas) else None)
+                      ctas=config.ctas_per_sm if (config and not model.ctas) else None,
+                      group_rows=group_rows)
         # Simulated multiply-adds per slot over the kernel's measured rate.
         if mode == "auto" and not on_cpu and rep.makespan_synced > 0.99 * rep.makespan_stream:
             # Nothing to save: synchronization can only cost, so run in stream
             # order (measured: 0.95-0.96x of serial where everything fits).
             rep = dataclasses.replace(rep, mode="serial",
                                       plan=dataclasses.replace(rep.plan, mode="serial"))
-        cost = rep.makespan_synced if rep.mode != "serial" else rep.makespan_stream
+        # Makespans count multiply-adds per slot; CTAs sharing an SM share its
+        # rate, so time scales with slots per SM, over the measured rate.
+        per_sm = rep.slots / model.sms
+        cost = (rep.makespan_synced if rep.mode != "serial" else rep.makespan_stream) * per_sm
         cost /= config.relative_rate if config else 1.0
         if best is None or cost < best[0]:
             best = (cost, rep)
     cost, rep = best
+    per_sm = rep.slots / model.sms
     if not automatic:
         return dataclasses.replace(rep, source="user")
     # XLA's GEMMs modelled at full rate in stream order: where ours cannot make
     # up their measured rate gap with what synchronization saves, use XLA.
-    if tuned and cost > rep.makespan_stream:
+    if tuned and cost > rep.makespan_stream * per_sm:
         return _as_fallback(rep, "model")
     return rep
 

@@ -35,6 +35,7 @@ class TunedChoice:
     tile: Optional[TileShape]
     speedup_over_xla: float   # measured; < 1 never wins (it falls back)
     order: Optional[str] = None  # tile order of both GEMMs; None: the planner's
+    group_rows: int = 8          # the grouped order's band height
 
     @property
     def fallback(self) -> bool:
@@ -69,7 +70,7 @@ def _choice(entry: dict) -> TunedChoice:
     tile = TileShape(*entry["tile"]) if entry.get("tile") else None
     policy = policy_from_name(entry["policy"]) if entry.get("policy") else None
     return TunedChoice(entry["impl"], entry["tokens"], policy, entry["mode"], tile,
-                       entry["speedup_over_xla"], entry.get("order"))
+                       entry["speedup_over_xla"], entry.get("order"), entry.get("group_rows", 8))
 
 
 def lookup(device_name: str, tokens: int, hidden: int, ffn: int, out: int, activation: str,

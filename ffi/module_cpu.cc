@@ -49,8 +49,9 @@ NB_MODULE(_cusync_cpu, m) {
 
   m.def(
       "stage_schedule",
-      [](int rows, int cols, int slices, int tile_rows, int tile_cols, int order) {
-        const cusync::Stage st = make_stage(rows, cols, slices, tile_rows, tile_cols, order);
+      [](int rows, int cols, int slices, int tile_rows, int tile_cols, int order, int group_rows) {
+        cusync::Stage st = make_stage(rows, cols, slices, tile_rows, tile_cols, order);
+        st.group_rows = group_rows;
         std::vector<std::pair<int, int>> out;
         for (int i = 0; i < st.tile_count(); ++i) {
           const cusync::Tile t = st.tile(i);
@@ -59,7 +60,8 @@ NB_MODULE(_cusync_cpu, m) {
         return out;
       },
       nb::arg("rows"), nb::arg("cols"), nb::arg("slices"), nb::arg("tile_rows"), nb::arg("tile_cols"),
-      nb::arg("order"), "The tiles of a stage in the order they are handed out.");
+      nb::arg("order"), nb::arg("group_rows") = cusync::kGroupRows,
+      "The tiles of a stage in the order they are handed out.");
 
   m.def(
       "policy_semaphores",

@@ -24,6 +24,10 @@ def test_grouped_order_runs_column_major_in_bands_of_eight_rows():
     want = [(r, c) for band in (range(0, 8), range(8, 16), range(16, 19))
             for c in range(3) for r in band]
     assert order == want
+    # A band of 3 rows: 2 tile rows of 7 make bands 0-2, 3-5 and 6.
+    order = core.stage_schedule(7 * 16, 40, 1, 16, 16, GROUPED, group_rows=3)
+    assert order == [(r, c) for band in (range(0, 3), range(3, 6), range(6, 7))
+                     for c in range(3) for r in band]
 
 
 def test_strided_order_puts_slices_of_one_column_together():

@@ -91,16 +91,17 @@ def test_optimizations_many_waves(opt, mode, policy):
     check(ops, "gelu", tile=(128, 128, 32), policy=policy, mode=mode, optimizations=opt)
 
 
-@pytest.mark.parametrize("order", ["row_major", "column_major", "grouped"])
+@pytest.mark.parametrize("order,band", [("row_major", 8), ("column_major", 8), ("grouped", 8),
+                                        ("grouped", 3)])
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 @pytest.mark.parametrize("policy", ["tilesync", "rowsync"])
-def test_tile_orders_many_waves(order, activation, policy):
+def test_tile_orders_many_waves(order, band, activation, policy):
     # 2100 tokens: 17 tile rows of 128, so the grouped order ends in a ragged band.
     ops = mlp_inputs(19, 2100, 512, 2816, 1024, jnp.float16, swiglu=activation == "swiglu")
     device = cs.planner.device_model(jax.devices()[0])
     for mode in ("serial", "streams", "fused"):
         plan = cs.plan_mlp(2100, 512, 2816, 1024, activation=activation, device=device,
-                           policy=policy, mode=mode, order=order).plan
+                           policy=policy, mode=mode, order=order, group_rows=band).plan
         check(ops, activation, plan=plan)
 
 

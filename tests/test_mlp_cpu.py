@@ -60,13 +60,15 @@ def test_optimizations(opts, policy):
     assert rel_err(y, cs.mlp_reference(x, w1, w2, b1=b1, b2=b2)) < TOL[jnp.float32]
 
 
-@pytest.mark.parametrize("order", ["row_major", "column_major", "grouped"])
+@pytest.mark.parametrize("order,band", [("row_major", 8), ("column_major", 8), ("grouped", 8),
+                                        ("grouped", 3), ("grouped", 1)])
 @pytest.mark.parametrize("policy", ["tilesync", "rowsync"])
-def test_tile_orders(order, policy):
+def test_tile_orders(order, band, policy):
     # 200 tokens in 16-row tiles: 13 tile rows, so "grouped" has a ragged band.
     x, w1, w2, b1, b2 = mlp_inputs(5, 200, 32, 48, 32, jnp.float32)
     plan = cs.plan_mlp(200, 32, 48, 32, device="cpu", tile=(16, 16, 16), order=order,
-                       policy=policy, cpu=cs.CpuOptions(delay_us=20, seed=3)).plan
+                       group_rows=band, policy=policy, cpu=cs.CpuOptions(delay_us=20, seed=3)).plan
+    assert plan.group_rows == band
     y = cs.synced_mlp(x, w1, w2, b1=b1, b2=b2, plan=plan)
     assert rel_err(y, cs.mlp_reference(x, w1, w2, b1=b1, b2=b2)) < TOL[jnp.float32]
 

@@ -50,17 +50,35 @@ def test_row_sync_consumers_wait_for_their_rows_in_the_model():
     # Two producer rows of 48 tiles fill one 132-slot wave; RowSync consumers
     # that start early only hold slots until their row is done: no gain.
     r = cs.plan_mlp(256, 12288, 6144, device="h200", tile=(128, 128, 64), policy="rowsync",
-                    mode="fused")
+                    mode="fused", order="row_major")
     assert r.makespan_synced == r.makespan_stream
     # At 768 tokens a partial wave of the producer is filled with consumers.
     r = cs.plan_mlp(768, 12288, 6144, device="h200", tile=(128, 128, 64), policy="rowsync",
-                    mode="fused")
+                    mode="fused", order="row_major")
     assert r.makespan_synced < 0.9 * r.makespan_stream
+
+
+def test_grouped_rows_finish_with_their_band():
+    # Grouped (bands of 8 tile rows): at 768 tokens (6 rows, one band) every
+    # row finishes with the band's last column, so RowSync consumers cannot
+    # start early; with 2-row bands they can again. (Measured on the H200:
+    # fused@grouped lost to serial@grouped at 256-1024 tokens.)
+    def ratio(tokens, **kw):
+        r = cs.plan_mlp(tokens, 12288, 6144, device="h200", policy="rowsync", mode="fused",
+                        order="grouped", **kw)
+        return r.makespan_synced / r.makespan_stream
+    assert ratio(768) == 1.0
+    assert ratio(768, group_rows=2) < 0.95
+    # Several bands: the first band's consumers fill the producer's tail.
+    assert ratio(1536) < 0.97
 
 
 def test_auto_runs_in_stream_order_when_nothing_can_be_saved():
     assert cs.plan_mlp(256, 12288, 6144, device="h200", allow_fallback=False).mode == "serial"
-    assert cs.plan_mlp(768, 12288, 6144, device="h200", allow_fallback=False).mode == "fused"
+    assert cs.plan_mlp(768, 12288, 6144, device="h200", allow_fallback=False,
+                       order="row_major").mode == "fused"
+    # One grouped band: nothing to save (the measured default order on Hopper).
+    assert cs.plan_mlp(768, 12288, 6144, device="h200", allow_fallback=False).mode == "serial"
     # An explicit mode is kept.
     assert cs.plan_mlp(256, 12288, 6144, device="h200", mode="fused").mode == "fused"
 

@@ -142,7 +142,7 @@ def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path)
         r = dict(SHAPE, model="custom", dtype="float16", tokens=tokens, impl=impl, ms=ms)
         return dict(r, plan=plan) if plan else r
     rows = [row(512, "xla", 1.00), row(512, "serial", 0.95, "128x128x64 RowSync serial grouped"),
-            row(512, "RowSync-fused", 0.90, "128x128x64 RowSync fused grouped"),
+            row(512, "RowSync-fused", 0.90, "128x128x64 RowSync fused grouped:2"),
             row(512, "auto", 0.80, "xla (fallback)"),  # auto never chooses itself
             row(2048, "xla", 1.00), row(2048, "serial", 0.995, "128x128x64 RowSync serial")]
     result = {"device": "NVIDIA T100", "commit": "abc", "dirty": False, "date": "d", "rows": rows}
@@ -151,8 +151,8 @@ def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path)
     tune.main([str(path), "--out-dir", str(tmp_path / "tuned")])
     entries = json.loads((tmp_path / "tuned" / "t100-mlp.json").read_text())["entries"]
     win, near = entries
-    assert (win["impl"], win["policy"], win["mode"], win["order"]) == (
-        "RowSync-fused", "RowSync", "fused", "grouped")
+    assert (win["impl"], win["policy"], win["mode"], win["order"], win["group_rows"]) == (
+        "RowSync-fused", "RowSync", "fused", "grouped", 2)
     assert win["tile"] == [128, 128, 64] and win["speedup_over_xla"] == round(1 / 0.9, 3)
     # 0.5 % faster than XLA is noise: XLA's ops stay.
     assert near["impl"] == "xla" and near["mode"] == "xla"

@@ -45,7 +45,7 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   if (xd.size() != 2 || w1d.size() != 2 || w2d.size() != 2) {
     return Error::InvalidArgument("cusync_jax: synced_mlp expects 2-D x, w1 and w2");
   }
-  int act = 0, policy = 0, under = 0, order1 = 0, order2 = 0, mode = 0;
+  int act = 0, policy = 0, under = 0, order1 = 0, order2 = 0, mode = 0, group_rows = 0;
   int tm1 = 0, tn1 = 0, tm2 = 0, tn2 = 0;
 #define CUSYNC_GET(name, dst)                                              \
   if (auto e = internal::get_attr(attrs, name, dst); e.failure()) return e;
@@ -60,6 +60,7 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   CUSYNC_GET("tile_k2", &spec->tile_k2)
   CUSYNC_GET("order1", &order1)
   CUSYNC_GET("order2", &order2)
+  CUSYNC_GET("group_rows", &group_rows)
   CUSYNC_GET("mode", &mode)
   CUSYNC_GET("optimizations", &spec->optimizations)
   CUSYNC_GET("kernel", &spec->kernel)
@@ -73,6 +74,7 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   if (mode < 0 || mode > 2) return Error::InvalidArgument("cusync_jax: unknown mode code");
   if (order1 < 0 || order1 > 3 || order2 < 0 || order2 > 3)
     return Error::InvalidArgument("cusync_jax: unknown tile order code");
+  if (group_rows < 1) return Error::InvalidArgument("cusync_jax: group_rows must be positive");
   if (tm1 <= 0 || tn1 <= 0 || tm2 <= 0 || tn2 <= 0 || spec->tile_k1 <= 0 || spec->tile_k2 <= 0)
     return Error::InvalidArgument("cusync_jax: tile sizes must be positive");
 
@@ -91,9 +93,9 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   spec->policy = cusync::Policy{static_cast<cusync::PolicyKind>(policy), under};
   spec->mode = static_cast<Mode>(mode);
   spec->producer = cusync::Stage{static_cast<int>(spec->tokens), static_cast<int>(spec->ffn), slices,
-                                 tm1, tn1, static_cast<cusync::TileOrder>(order1)};
+                                 tm1, tn1, static_cast<cusync::TileOrder>(order1), group_rows};
   spec->consumer = cusync::Stage{static_cast<int>(spec->tokens), static_cast<int>(spec->out), 1,
-                                 tm2, tn2, static_cast<cusync::TileOrder>(order2)};
+                                 tm2, tn2, static_cast<cusync::TileOrder>(order2), group_rows};
   return Error::Success();
 }
 

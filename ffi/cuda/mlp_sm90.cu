@@ -62,7 +62,7 @@ Error run_mlp(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t st
   if constexpr (Cfg::kSwiglu) {
     // A producer tile stores silu(gate) * up for kTileN/2 columns of h, now a
     // plain [T, F] matrix (packed at the start of the [T, 2F] scratch buffer).
-    producer = cusync::Stage{T, F, 1, Cfg::kTileM, Cfg::kTileN / 2, s.producer.order};
+    producer = cusync::Stage{T, F, 1, Cfg::kTileM, Cfg::kTileN / 2, s.producer.order, s.producer.group_rows};
     // StridedSync joins a column's gate and up tiles; one producer tile now
     // covers both, so it is TileSync.
     if (policy.kind == cusync::PolicyKind::kStridedSync) policy.kind = cusync::PolicyKind::kTileSync;

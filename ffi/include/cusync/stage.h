@@ -20,6 +20,7 @@ struct Stage {
   int tile_rows;   // tile height in elements
   int tile_cols;   // tile width in elements
   TileOrder order; // the order tiles are handed out in
+  int group_rows = kGroupRows;  // the band height of TileOrder::kGrouped
 
   CUSYNC_HD int grid_rows() const { return ceil_div(rows, tile_rows); }
   CUSYNC_HD int tiles_per_slice() const { return ceil_div(cols, tile_cols); }
@@ -28,7 +29,7 @@ struct Stage {
 
   // The tile at schedule position `index` (0 <= index < tile_count()).
   CUSYNC_HD Tile tile(int index) const {
-    return tile_at(order, index, grid_rows(), grid_cols(), slices);
+    return tile_at(order, index, grid_rows(), grid_cols(), slices, group_rows);
   }
 
   // Element bounds of a tile: rows [row_begin, row_end), output columns

@@ -15,12 +15,15 @@ enum class TileOrder : int {
   kColumnMajor = 1,  // (0,0) (1,0) ... (R-1,0) (0,1) ...
   kStrided = 2,      // row-major, but the `slices` column tiles that share a
                      // StridedSync semaphore are consecutive: (0,0) (0,C/s) ...
-  kGrouped = 3,      // column-major within groups of kGroupRows tile rows, the
-                     // groups in row order: a wave of tiles spans few rows and
-                     // few columns, so neither operand streams through the L2
-                     // many times (row-major re-reads all of B per row band).
+  kGrouped = 3,      // column-major within bands of `group_rows` tile rows,
+                     // the bands in row order: a wave of tiles spans few rows
+                     // and few columns, so neither operand streams through the
+                     // L2 many times (row-major re-reads all of B per row band).
 };
 
+// The default band height; a stage may choose another (Stage::group_rows):
+// lower bands finish rows sooner (RowSync consumers start earlier), higher
+// ones reuse more of the L2.
 constexpr int kGroupRows = 8;
 
 struct Tile {
@@ -30,8 +33,9 @@ struct Tile {
 
 // Maps a schedule position to a tile of a rows x cols grid. `slices` splits the
 // columns into equal groups whose tile j belong together (SwiGLU's gate and up
-// halves: slices = 2); only kStrided uses it.
-CUSYNC_HD Tile tile_at(TileOrder order, int index, int rows, int cols, int slices) {
+// halves: slices = 2); only kStrided uses it. `group_rows`: kGrouped's band.
+CUSYNC_HD Tile tile_at(TileOrder order, int index, int rows, int cols, int slices,
+                       int group_rows = kGroupRows) {
   switch (order) {
     case TileOrder::kColumnMajor:
       return Tile{index % rows, index / rows};
@@ -42,12 +46,12 @@ CUSYNC_HD Tile tile_at(TileOrder order, int index, int rows, int cols, int slice
       return Tile{row, within / slices + (within % slices) * per_slice};
     }
     case TileOrder::kGrouped: {
-      const int per_group = kGroupRows * cols;
+      const int per_group = group_rows * cols;
       const int group = index / per_group;
-      const int first_row = group * kGroupRows;
-      const int group_rows = rows - first_row < kGroupRows ? rows - first_row : kGroupRows;
+      const int first_row = group * group_rows;
+      const int band = rows - first_row < group_rows ? rows - first_row : group_rows;
       const int within = index - group * per_group;
-      return Tile{first_row + within % group_rows, within / group_rows};
+      return Tile{first_row + within % band, within / band};
     }
     case TileOrder::kRowMajor:
     default:
