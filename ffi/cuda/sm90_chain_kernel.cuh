@@ -249,6 +249,19 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   }
 }
 
+// Two adjacent output columns, rounded once: one 32-bit store where both
+// exist and the address is 4-byte aligned.
+template <class Element>
+__device__ __forceinline__ void store_pair(Element* dst, float v0, float v1, bool has1, bool pair_ok) {
+  if (has1 && pair_ok) {
+    alignas(4) Element two[2] = {Element(v0), Element(v1)};
+    *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(two);
+  } else {
+    dst[0] = Element(v0);
+    if (has1) dst[1] = Element(v1);
+  }
+}
+
 // Bias, activation, conversion and the store of one tile from the
 // accumulators; pairs of adjacent columns go out as one 32-bit store. The
 // activation is a template argument: a run-time switch per element made the
@@ -275,14 +288,7 @@ __device__ __forceinline__ void store_tile_as(ChainParams<Cfg> const& p, const T
     }
     v0 = cusync::activate(kAct, job.slice, v0);
     v1 = cusync::activate(kAct, job.slice, v1);
-    Element* dst = out + row * ld + col;
-    if (has1 && pair_ok) {
-      alignas(4) Element two[2] = {Element(v0), Element(v1)};
-      *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(two);
-    } else {
-      dst[0] = Element(v0);
-      if (has1) dst[1] = Element(v1);
-    }
+    store_pair(out + row * ld + col, v0, v1, has1, pair_ok);
   }
 }
 
@@ -332,14 +338,7 @@ __device__ __forceinline__ void store_gated_tile(ChainParams<Cfg> const& p, cons
         }
         const float v0 = g0 / (1.f + expf(-g0)) * x0;
         const float v1 = g1 / (1.f + expf(-g1)) * x1;
-        Element* dst = out + row * ld + col;
-        if (has1 && pair_ok) {
-          alignas(4) Element two[2] = {Element(v0), Element(v1)};
-          *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(two);
-        } else {
-          dst[0] = Element(v0);
-          if (has1) dst[1] = Element(v1);
-        }
+        store_pair(out + row * ld + col, v0, v1, has1, pair_ok);
       }
     }
   }

@@ -42,22 +42,15 @@ GemmStage<Cfg> make_swiglu_producer_stage(typename Cfg::Element const* x, int ro
                                           typename Cfg::Element const* w1, int ffn, typename Cfg::Element* h,
                                           typename Cfg::Element const* b1, cusync::Stage tiling) {
   static_assert(Cfg::kSwiglu);
-  GemmStage<Cfg> g{};
-  g.tma_a = Cfg::make_tma_a(x, rows, k, k);
+  // The plain stage's fields, with B replaced by the two half views below
+  // (its own B view, w1 read as [k, ffn] of row stride ffn, is never used).
+  GemmStage<Cfg> g = make_gemm_stage<Cfg>(x, rows, k, k, w1, ffn, h, ffn, b1, tiling,
+                                          cusync::Activation::kSwiglu);
   // Two views of width ffn, row stride 2 ffn: a ragged last tile reads
   // zeros, never the other half's columns.
   g.tma_gate = Cfg::make_tma_b_half(w1, ffn, k, 2 * ffn);
   g.tma_up = Cfg::make_tma_b_half(w1 + ffn, ffn, k, 2 * ffn);
-  g.rows = rows;
-  g.k = k;
-  g.n_all = ffn;
-  g.a_ld = k;
-  g.out = h;
-  g.out_ld = ffn;
-  g.bias = b1;
   g.bias_up = b1 != nullptr ? b1 + ffn : nullptr;
-  g.tiling = tiling;
-  g.activation = cusync::Activation::kSwiglu;
   return g;
 }
 
