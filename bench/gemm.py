@@ -23,7 +23,7 @@ import sys
 import jax
 import jax.numpy as jnp
 
-from cusync_jax.gemm import TILE_WIDTHS, gemm
+from cusync_jax.gemm import GEMM_ORDERS, TILE_WIDTHS, gemm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import timing  # noqa: E402
@@ -48,17 +48,22 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rows", nargs="+", type=int, default=list(ROWS))
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant")
+    ap.add_argument("--orders", nargs="+", default=["grouped", "row_major"], choices=list(GEMM_ORDERS),
+                    help="tile orders to time for each tile width")
+    ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
+    ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", default=None, help="result file (default bench/results/<device>-gemm.json)")
     args = ap.parse_args(argv)
 
     device = jax.devices()[0]
     variants = {"xla": jnp.dot}
     for n in TILE_WIDTHS:
-        variants[f"sm90_128x{n}"] = lambda a, w, n=n: gemm(a, w, tile_n=n)
+        for order in args.orders:
+            variants[f"sm90_128x{n}_{order}"] = lambda a, w, n=n, o=order: gemm(a, w, tile_n=n, order=o)
     rows_out = []
     print(f"{'dtype':9s} {'M':>5s} {'N':>6s} {'K':>6s}  {'xla ms':>8s}  " +
-          "  ".join(f"{v:>13s}" for v in variants if v != "xla") + "  best/xla")
+          "  ".join(f"{v:>24s}" for v in variants if v != "xla") + "  best/xla")
     for dname in args.dtype:
         dtype = DTYPES[dname]
         for m in args.rows:
@@ -85,10 +90,12 @@ def main(argv=None):
                            best=best, best_over_xla=round(ms["xla"] / ms[best], 3))
                 rows_out.append(row)
                 print(f"{dname:9s} {m:5d} {n:6d} {k:6d}  {ms['xla']:8.4f}  " +
-                      "  ".join(f"{ms[v]:7.4f} ({row['tflops'][v]:3.0f})" for v in variants if v != "xla") +
+                      "  ".join(f"{ms[v]:18.4f} ({row['tflops'][v]:3.0f})" for v in variants if v != "xla") +
                       f"  {row['best_over_xla']:.3f}", flush=True)
 
     commit, dirty = timing.git_state(ROOT)
+    commit = args.commit or commit
+    dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
     out = pathlib.Path(args.out) if args.out else ROOT / "bench" / "results" / f"{timing.device_slug(device)}-gemm.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(

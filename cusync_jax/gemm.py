@@ -11,13 +11,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _backend
+from .policies import ORDER_CODES
 
 TILE_WIDTHS = (128, 256)
+GEMM_ORDERS = ("row_major", "column_major", "grouped")
 
 
-def gemm(a, w, *, tile_n: int = 128):
+def gemm(a, w, *, tile_n: int = 128, order: str = "grouped", group_rows: int = 8):
     """``a @ w`` for a: [m, k], w: [k, n], both float16 or both bfloat16
-    (float32 accumulation); tile_n: the kernel's tile width, 128 or 256."""
+    (float32 accumulation); tile_n: the kernel's tile width, 128 or 256;
+    order, group_rows: the tile order (cusync_jax.plan_mlp explains them)."""
     if np.ndim(a) != 2 or np.ndim(w) != 2 or np.shape(a)[1] != np.shape(w)[0]:
         raise ValueError(f"a, w: expected shapes [m, k] and [k, n], got {np.shape(a)} and {np.shape(w)}")
     dtype = jnp.result_type(a)
@@ -28,9 +31,14 @@ def gemm(a, w, *, tile_n: int = 128):
         raise ValueError(f"w: n and k must be multiples of 8 (16-byte rows for TMA), got shape {np.shape(w)}")
     if tile_n not in TILE_WIDTHS:
         raise ValueError(f"tile_n: expected one of {TILE_WIDTHS}, got {tile_n!r}")
+    if order not in GEMM_ORDERS:
+        raise ValueError(f"order: expected one of {GEMM_ORDERS}, got {order!r}")
+    if not isinstance(group_rows, int) or group_rows < 1:
+        raise ValueError(f"group_rows: expected a positive int, got {group_rows!r}")
     _backend.ensure_cuda_registered()
     out, _counter = jax.ffi.ffi_call(
         "cusync_gemm",
         (jax.ShapeDtypeStruct((m, n), dtype), jax.ShapeDtypeStruct((1,), jnp.int32)),
-    )(a, w, tile_n=np.int64(tile_n))
+    )(a, w, tile_n=np.int64(tile_n), order=np.int64(ORDER_CODES[order]),
+      group_rows=np.int64(group_rows))
     return out

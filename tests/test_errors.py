@@ -46,3 +46,14 @@ def test_plan_mlp_bad_arguments():
         cs.plan_mlp(-1, 16, 16)
     with pytest.raises(ValueError, match="device: expected 'cpu'"):
         cs.plan_mlp(16, 16, 16, device="tpu9")
+
+
+def test_gemm_refuses_bad_arguments():
+    from cusync_jax.gemm import gemm
+    a = jnp.zeros((16, 64), jnp.float16)
+    with pytest.raises(ValueError, match="order: expected one of"):
+        gemm(a, jnp.zeros((64, 64), jnp.float16), order="diagonal")
+    with pytest.raises(ValueError, match="tile_n: expected one of"):
+        gemm(a, jnp.zeros((64, 64), jnp.float16), tile_n=96)
+    with pytest.raises(TypeError, match="float16 or bfloat16"):
+        gemm(a.astype(jnp.float32), jnp.zeros((64, 64), jnp.float32))

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/mlp_launch.h"
+#include "cusync/tile_order.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace cusync_cuda {
@@ -13,6 +14,7 @@ namespace cusync_cuda {
 // `counter`: one int32 of device memory that the kernel's tile scheduler
 // counts on; the caller zeroes it on `stream` first. tile_n: 128 or 256.
 xla::ffi::Error launch_gemm_sm90(const void* a, const void* w, void* out, int* counter, int m, int n, int k,
-                                 bool bf16, int tile_n, cudaStream_t stream, const DeviceInfo& device);
+                                 bool bf16, int tile_n, cusync::TileOrder order, int group_rows,
+                                 cudaStream_t stream, const DeviceInfo& device);
 
 }  // namespace cusync_cuda

@@ -7,6 +7,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
 #include "cuda/gemm_sm90.h"
+#include "cusync/tile_order.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -15,7 +16,8 @@ namespace cusync_cuda {
 namespace {
 
 ffi::Error GemmCuda(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer w, ffi::Result<ffi::AnyBuffer> out,
-                    ffi::Result<ffi::Buffer<ffi::S32>> counter, int64_t tile_n) {
+                    ffi::Result<ffi::Buffer<ffi::S32>> counter, int64_t tile_n, int64_t order,
+                    int64_t group_rows) {
   const ffi::DataType dt = a.element_type();
   if ((dt != ffi::DataType::F16 && dt != ffi::DataType::BF16) || w.element_type() != dt)
     return ffi::Error::InvalidArgument("cusync_jax: gemm takes float16 or bfloat16 operands of one dtype");
@@ -24,6 +26,11 @@ ffi::Error GemmCuda(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer w, ffi
   if (ad.size() != 2 || wd.size() != 2 || ad[1] != wd[0])
     return ffi::Error::InvalidArgument("cusync_jax: gemm expects a [m, k] and w [k, n]");
   const int64_t m = ad[0], k = ad[1], n = wd[1];
+  if (order != static_cast<int64_t>(cusync::TileOrder::kRowMajor) &&
+      order != static_cast<int64_t>(cusync::TileOrder::kColumnMajor) &&
+      order != static_cast<int64_t>(cusync::TileOrder::kGrouped))
+    return ffi::Error::InvalidArgument("cusync_jax: gemm takes the row-major, column-major or grouped tile order");
+  if (group_rows < 1) return ffi::Error::InvalidArgument("cusync_jax: gemm group_rows must be positive");
   if (static_cast<int64_t>(out->element_count()) != m * n || counter->element_count() < 1)
     return ffi::Error::InvalidArgument("cusync_jax: gemm result buffers have the wrong size");
   if (m == 0 || n == 0) return ffi::Error::Success();
@@ -38,7 +45,8 @@ ffi::Error GemmCuda(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer w, ffi
                               "zeroing the tile counter");
   return launch_gemm_sm90(a.untyped_data(), w.untyped_data(), out->untyped_data(), counter->typed_data(),
                           static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), dt == ffi::DataType::BF16,
-                          static_cast<int>(tile_n), stream, facts.info);
+                          static_cast<int>(tile_n), static_cast<cusync::TileOrder>(order),
+                          static_cast<int>(group_rows), stream, facts.info);
 }
 
 }  // namespace
@@ -51,4 +59,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CusyncGemmCuda, cusync_cuda::GemmCuda,
                                   .Arg<ffi::AnyBuffer>()             // w [k, n]
                                   .Ret<ffi::AnyBuffer>()             // out [m, n]
                                   .Ret<ffi::Buffer<ffi::S32>>()      // tile counter (scratch)
-                                  .Attr<int64_t>("tile_n"));
+                                  .Attr<int64_t>("tile_n")
+                                  .Attr<int64_t>("order")            // cusync::TileOrder
+                                  .Attr<int64_t>("group_rows"));

@@ -182,11 +182,11 @@ Error launch_mlp_sm90(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStr
 namespace {
 
 template <class Cfg>
-Error run_gemm(const void* a, const void* w, void* out, int* counter, int m, int n, int k, cudaStream_t stream,
-               const DeviceInfo& device) {
+Error run_gemm(const void* a, const void* w, void* out, int* counter, int m, int n, int k, cusync::TileOrder order,
+               int group_rows, cudaStream_t stream, const DeviceInfo& device) {
   if (auto e = check_device<Cfg>(device); e.failure()) return e;
   using E = typename Cfg::Element;
-  const cusync::Stage tiling{m, n, 1, Cfg::kTileM, Cfg::kTileN, cusync::TileOrder::kRowMajor};
+  const cusync::Stage tiling{m, n, 1, Cfg::kTileM, Cfg::kTileN, order, group_rows};
   ChainParams<Cfg> p{};
   p.stage[0] = make_gemm_stage<Cfg>(static_cast<const E*>(a), m, k, k, static_cast<const E*>(w), n,
                                     static_cast<E*>(out), n, nullptr, tiling, cusync::Activation::kIdentity);
@@ -202,17 +202,18 @@ Error run_gemm(const void* a, const void* w, void* out, int* counter, int m, int
 }  // namespace
 
 Error launch_gemm_sm90(const void* a, const void* w, void* out, int* counter, int m, int n, int k, bool bf16,
-                       int tile_n, cudaStream_t stream, const DeviceInfo& device) {
+                       int tile_n, cusync::TileOrder order, int group_rows, cudaStream_t stream,
+                       const DeviceInfo& device) {
   if (n % 8 || k % 8)
     return Error::InvalidArgument("cusync_jax: gemm needs n and k to be multiples of 8 (16-byte TMA row strides)");
   if (tile_n != 128 && tile_n != 256)
     return Error::InvalidArgument("cusync_jax: gemm tile_n must be 128 or 256, got " + std::to_string(tile_n));
   if (bf16) {
-    return tile_n == 128 ? run_gemm<ChainBF16x128>(a, w, out, counter, m, n, k, stream, device)
-                         : run_gemm<ChainBF16x256>(a, w, out, counter, m, n, k, stream, device);
+    return tile_n == 128 ? run_gemm<ChainBF16x128>(a, w, out, counter, m, n, k, order, group_rows, stream, device)
+                         : run_gemm<ChainBF16x256>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
   }
-  return tile_n == 128 ? run_gemm<ChainF16x128>(a, w, out, counter, m, n, k, stream, device)
-                       : run_gemm<ChainF16x256>(a, w, out, counter, m, n, k, stream, device);
+  return tile_n == 128 ? run_gemm<ChainF16x128>(a, w, out, counter, m, n, k, order, group_rows, stream, device)
+                       : run_gemm<ChainF16x256>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
 }
 
 }  // namespace cusync_cuda

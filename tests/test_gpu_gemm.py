@@ -1,0 +1,33 @@
+"""The Hopper GEMM alone (cusync_jax.gemm.gemm, what bench/gemm.py times)
+against a float32 reference: ragged shapes, both tile widths, every tile
+order it takes. Skipped (not failed) without a GPU and the CUDA backend; on
+a GPU other than Hopper it must refuse clearly."""
+import jax
+import jax.numpy as jnp
+import pytest
+
+from cusync_jax.gemm import GEMM_ORDERS, TILE_WIDTHS, gemm
+from helpers import TOL, rel_err
+
+pytestmark = pytest.mark.gpu
+
+
+def _hopper() -> bool:
+    return str(getattr(jax.devices()[0], "compute_capability", "0")).startswith("9")
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("tile_n", TILE_WIDTHS)
+@pytest.mark.parametrize("order,band", [(o, 8) for o in GEMM_ORDERS] + [("grouped", 3)])
+def test_gemm_matches_reference(dtype, tile_n, order, band):
+    if not _hopper():
+        pytest.skip("the Hopper GEMM needs compute capability 9.0")
+    # 1100 rows: 9 tile rows (a ragged band); n and k not multiples of the tile.
+    ka, kw = jax.random.split(jax.random.key(tile_n + band))
+    a = jax.random.normal(ka, (1100, 712), jnp.float32)
+    w = jax.random.normal(kw, (712, 1000), jnp.float32) / 712 ** 0.5
+    got = jax.jit(lambda a, w: gemm(a, w, tile_n=tile_n, order=order, group_rows=band))(
+        a.astype(dtype), w.astype(dtype))
+    assert got.dtype == dtype and got.shape == (1100, 1000)
+    assert rel_err(got, a.astype(dtype).astype(jnp.float32) @ w.astype(dtype).astype(jnp.float32)) < TOL[dtype]
+
