@@ -4,7 +4,8 @@ GPT-3's MLP (hidden 12288, ffn 4 x 12288 = 49152, GELU) split Megatron-style
 over all visible GPUs: w1 by columns, w2 by rows, one psum after the second
 GEMM. Rows per (tokens, dtype):
   xla            the same shard_map with plain jax.nn ops
-  synced         cusync_jax.tp_synced_mlp (the synced MLP per shard, then psum)
+  synced         the synced MLP per shard, then psum, as tp_synced_mlp does; its
+                 kernels always run (planned with allow_fallback=False)
   xla-chunked<C> / synced-chunked<C>
                  tokens split into C chunks, each chunk's psum issued as soon
                  as its MLP is done, so XLA's asynchronous all-reduce of chunk
@@ -38,13 +39,23 @@ TOKENS = (256, 512, 1024, 2048, 3072, 4096)
 DTYPES = {"float16": jnp.float16, "bfloat16": jnp.bfloat16}
 
 
+def planner_device():
+    device = jax.devices()[0]
+    return cs.planner.device_model(device) if device.platform == "gpu" else "cpu"
+
+
 def mlp_step(mesh, synced: bool, chunks: int):
     """x -> psum over 'model' of the local MLP, as a jitted shard_map."""
 
     def local(x, w1, w2):
         def mlp(xc):
             if synced:
-                return cs.synced_mlp(xc, w1, w2, activation="gelu")
+                # The synced kernels as auto plans them, even where auto would
+                # fall back to XLA's ops: this row measures the kernels.
+                plan = cs.plan_mlp(xc.shape[0], w1.shape[0], w1.shape[1], w2.shape[1],
+                                   activation="gelu", device=planner_device(),
+                                   dtype=xc.dtype, allow_fallback=False).plan
+                return cs.synced_mlp(xc, w1, w2, activation="gelu", plan=plan)
             return jax.nn.gelu(xc @ w1, approximate=False) @ w2
 
         parts = [jax.lax.psum(mlp(xc), "model") for xc in jnp.split(x, chunks, axis=0)]

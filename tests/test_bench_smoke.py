@@ -1,0 +1,57 @@
+"""The benchmark scripts run end to end on the CPU at tiny sizes and write
+their results (their numbers mean nothing here: this only keeps the
+scripts working between GPU runs)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
+
+
+def run_bench(name, *args, env=None):
+    out = subprocess.run([sys.executable, str(BENCH / name), *args], capture_output=True, text=True,
+                         timeout=600, cwd=BENCH, env={**os.environ, **(env or {})})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_mlp_bench(tmp_path):
+    run_bench("mlp.py", "--hidden", "64", "--ffn", "64", "--tokens", "32", "--dtype", "float16",
+              "--rounds", "1", "--orders", "grouped:2", "--commit", "abc", "--dirty", "0",
+              "--out-dir", str(tmp_path))
+    result = json.loads((tmp_path / "cpu-mlp.json").read_text())
+    impls = {r["impl"] for r in result["rows"]}
+    assert {"xla", "serial", "RowSync-fused", "serial@grouped:2", "auto"} <= impls
+    assert result["commit"] == "abc" and result["dirty"] is False
+
+
+def test_conv_bench(tmp_path):
+    out = tmp_path / "conv.json"
+    run_bench("conv.py", "--layers", "resnet-7x7x512", "--batches", "1", "--reps", "1",
+              "--rounds", "1", "--commit", "abc", "--dirty", "0", "--out", str(out))
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["impl"] for r in rows} >= {"xla", "serial", "Conv2DTileSync-fused", "auto"}
+
+
+def test_model_bench(tmp_path):
+    pytest.importorskip("flax")
+    out = tmp_path / "model.json"
+    run_bench("model.py", "--size", "small", "--tokens", "64", "--batch", "1", "--rounds", "1",
+              "--out", str(out))
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["model"] for r in rows} == {"gpt3-layer", "resnet38"}
+    assert all(r["fallback"] is False for r in rows)  # the CPU never falls back
+
+
+def test_tp_bench(tmp_path):
+    out = tmp_path / "tp.json"
+    run_bench("tp.py", "--hidden", "64", "--ffn", "256", "--tokens", "256", "--chunks", "2",
+              "--rounds", "1", "--out", str(out),
+              env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
+    result = json.loads(out.read_text())
+    assert result["gpus"] == 2
+    assert {r["impl"] for r in result["rows"]} == {"xla", "synced", "xla-chunked2", "synced-chunked2"}
