@@ -350,6 +350,11 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
                  and group_rows == 8)
     tuned = automatic and allow_fallback and not on_cpu
 
+    if tuned and _dtype_name(dtype) not in (None, "float16", "bfloat16"):
+        # The GPU kernels take float16 and bfloat16; XLA runs the rest.
+        rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
+                       optimizations=optimizations, cpu=cpu, allow_fallback=False)
+        return _as_fallback(rep, "model")
     if tuned:
         choice = tuning.lookup(model.name, tokens, hidden, ffn, out, activation, _dtype_name(dtype))
         if choice is not None:

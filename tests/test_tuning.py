@@ -158,3 +158,9 @@ def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path)
     assert near["impl"] == "xla" and near["mode"] == "xla"
     # A plan written before orders were printed ran row-major.
     assert tune.parse_plan("128x256x64 TileSync fused")[3] == "row_major"
+
+
+def test_float32_on_a_gpu_runs_xla_under_auto(table):
+    # The GPU kernels take float16 and bfloat16: auto never plans them for float32.
+    assert cs.plan_mlp(1024, 1024, 512, device=table, dtype=jnp.float32).fallback
+    assert cs.plan_mlp(1024, 1024, 512, device="cpu", dtype=jnp.float32).fallback is False
