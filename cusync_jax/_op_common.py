@@ -29,6 +29,13 @@ def check_float_dtypes(first, *others):
     return dtype
 
 
+def ffi_lowering(target: str, ctx, args, plan, activation_code: int):
+    """Lowers a synced op to its FFI custom call, the plan as integer attributes
+    (names as in ffi/common/*_spec.h)."""
+    attrs = {k: np.int64(v) for k, v in plan.attributes(activation_code).items()}
+    return jax.ffi.ffi_lowering(target)(ctx, *args, **attrs)
+
+
 def check_mode(mode) -> None:
     if mode not in ("auto",) + MODES:
         raise ValueError(f"mode: expected 'auto' or one of {MODES}, got {mode!r}")

@@ -17,7 +17,7 @@ from jax.extend import core as jex_core
 from jax.interpreters import batching, mlir
 
 from . import _backend, kernels
-from ._op_common import check_float_dtypes, check_mode, default_device, shape_of
+from ._op_common import check_float_dtypes, check_mode, default_device, ffi_lowering, shape_of
 from .activations import ACTIVATIONS, apply_activation
 from .conv_planner import (FILTERS, ConvPairPlan, check_conv_activation, plan_conv_pair,
                            resolve_conv_policy)
@@ -91,8 +91,7 @@ synced_conv_pair_p.def_abstract_eval(_abstract_eval)
 
 
 def _lowering(ctx, *args, plan: ConvPairPlan, activation: str):
-    attrs = {k: np.int64(v) for k, v in plan.attributes(ACTIVATIONS[activation][0]).items()}
-    return jax.ffi.ffi_lowering("cusync_synced_conv_pair")(ctx, *args, **attrs)
+    return ffi_lowering("cusync_synced_conv_pair", ctx, args, plan, ACTIVATIONS[activation][0])
 
 
 def _cuda_lowering(ctx, *args, plan: ConvPairPlan, activation: str):

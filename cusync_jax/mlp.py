@@ -13,7 +13,7 @@ from jax.extend import core as jex_core
 from jax.interpreters import batching, mlir
 
 from . import _backend, kernels
-from ._op_common import check_float_dtypes, check_mode, default_device, shape_of
+from ._op_common import check_float_dtypes, check_mode, default_device, ffi_lowering, shape_of
 from .activations import ACTIVATIONS, activation_slices, apply_activation, check_activation
 from .planner import CpuOptions, MlpPlan, plan_mlp, sync_words
 from .policies import Optimizations, StridedSync, parse_policy
@@ -76,8 +76,7 @@ synced_mlp_p.def_abstract_eval(_abstract_eval)
 
 
 def _lowering(ctx, *args, plan: MlpPlan, activation: str):
-    attrs = {k: np.int64(v) for k, v in plan.attributes(ACTIVATIONS[activation][0]).items()}
-    return jax.ffi.ffi_lowering("cusync_synced_mlp")(ctx, *args, **attrs)
+    return ffi_lowering("cusync_synced_mlp", ctx, args, plan, ACTIVATIONS[activation][0])
 
 
 def _cuda_lowering(ctx, *args, plan: MlpPlan, activation: str):

@@ -172,7 +172,7 @@ def synced_makespan(g1: tuple, g2: tuple, rows: int, m1: int, m2: int, d1: float
     plus the work after it."""
     free = [0.0] * max(1, slots)
     heapq.heapify(free)
-    (r1, c1), (r2, c2) = g1, g2
+    r1, c1 = g1
     done = [[0.0] * c1 for _ in range(r1)]
     for r, c in tile_sequence(g1, order1, slices, group_rows):
         t = heapq.heappop(free) + d1
@@ -350,18 +350,19 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
                  and group_rows == 8)
     tuned = automatic and allow_fallback and not on_cpu
 
-    if tuned and _dtype_name(dtype) not in (None, "float16", "bfloat16"):
-        # The GPU kernels take float16 and bfloat16; XLA runs the rest.
+    def xla_instead(source):
+        # What would run without the fallback, marked to run XLA's ops.
         rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
                        optimizations=optimizations, cpu=cpu, allow_fallback=False)
-        return _as_fallback(rep, "model")
+        return _as_fallback(rep, source)
+
+    if tuned and _dtype_name(dtype) not in (None, "float16", "bfloat16"):
+        return xla_instead("model")  # the GPU kernels take float16 and bfloat16
     if tuned:
         choice = tuning.lookup(model.name, tokens, hidden, ffn, out, activation, _dtype_name(dtype))
         if choice is not None:
             if choice.fallback:
-                rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
-                               optimizations=optimizations, cpu=cpu, allow_fallback=False)
-                return _as_fallback(rep, "measured")
+                return xla_instead("measured")
             rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
                            tile=choice.tile, policy=choice.policy, mode=choice.mode,
                            order=choice.order, group_rows=choice.group_rows,
