@@ -51,6 +51,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant")
     ap.add_argument("--orders", nargs="+", default=["grouped", "row_major"], choices=list(GEMM_ORDERS),
                     help="tile orders to time for each tile width")
+    ap.add_argument("--cluster", type=int, choices=[0, 1], default=1,
+                    help="also time the 2x1-cluster configuration (cluster_m=2)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", default=None, help="result file (default bench/results/<device>-gemm.json)")
@@ -61,6 +63,11 @@ def main(argv=None):
     for n in TILE_WIDTHS:
         for order in args.orders:
             variants[f"sm90_128x{n}_{order}"] = lambda a, w, n=n, o=order: gemm(a, w, tile_n=n, order=o)
+    if args.cluster:
+        # 2x1 clusters, B multicast (128x128 only).
+        for order in args.orders:
+            variants[f"sm90_128x128_{order}_c2"] = lambda a, w, o=order: gemm(a, w, tile_n=128, order=o,
+                                                                                cluster_m=2)
     rows_out = []
     print(f"{'dtype':9s} {'M':>5s} {'N':>6s} {'K':>6s}  {'xla ms':>8s}  " +
           "  ".join(f"{v:>24s}" for v in variants if v != "xla") + "  best/xla")

@@ -17,10 +17,13 @@ TILE_WIDTHS = (128, 256)
 GEMM_ORDERS = ("row_major", "column_major", "grouped")
 
 
-def gemm(a, w, *, tile_n: int = 128, order: str = "grouped", group_rows: int = 8):
+def gemm(a, w, *, tile_n: int = 128, order: str = "grouped", group_rows: int = 8,
+         cluster_m: int = 1):
     """``a @ w`` for a: [m, k], w: [k, n], both float16 or both bfloat16
     (float32 accumulation); tile_n: the kernel's tile width, 128 or 256;
-    order, group_rows: the tile order (cusync_jax.plan_mlp explains them)."""
+    order, group_rows: the tile order (cusync_jax.plan_mlp explains them);
+    cluster_m: 1, or 2 for 2x1 clusters sharing each w tile through TMA
+    multicast (tile_n 128 only)."""
     if np.ndim(a) != 2 or np.ndim(w) != 2 or np.shape(a)[1] != np.shape(w)[0]:
         raise ValueError(f"a, w: expected shapes [m, k] and [k, n], got {np.shape(a)} and {np.shape(w)}")
     dtype = jnp.result_type(a)
@@ -35,10 +38,14 @@ def gemm(a, w, *, tile_n: int = 128, order: str = "grouped", group_rows: int = 8
         raise ValueError(f"order: expected one of {GEMM_ORDERS}, got {order!r}")
     if not isinstance(group_rows, int) or group_rows < 1:
         raise ValueError(f"group_rows: expected a positive int, got {group_rows!r}")
+    if not isinstance(cluster_m, int) or isinstance(cluster_m, bool) or cluster_m not in (1, 2):
+        raise ValueError(f"cluster_m: expected 1 or 2, got {cluster_m!r}")
+    if cluster_m == 2 and tile_n != 128:
+        raise ValueError(f"cluster_m=2: runs tile_n 128 only, got {tile_n}")
     _backend.ensure_cuda_registered()
     out, _counter = jax.ffi.ffi_call(
         "cusync_gemm",
         (jax.ShapeDtypeStruct((m, n), dtype), jax.ShapeDtypeStruct((1,), jnp.int32)),
     )(a, w, tile_n=np.int64(tile_n), order=np.int64(ORDER_CODES[order]),
-      group_rows=np.int64(group_rows))
+      group_rows=np.int64(group_rows), cluster_m=np.int64(cluster_m))
     return out

@@ -115,6 +115,9 @@ class MlpPlan:
     fallback: bool = False
     # Band height (tile rows) of the "grouped" order, for both GEMMs.
     group_rows: int = 8
+    # Kernel family 1: CTAs per cluster along the rows; 2 runs 2x1 clusters
+    # that share each w tile through TMA multicast (128x128 tiles, no SwiGLU).
+    cluster_m: int = 1
 
     def attributes(self, activation_code: int) -> dict:
         """The FFI attributes (names as in ffi/common/mlp_spec.h)."""
@@ -124,7 +127,7 @@ class MlpPlan:
             tile_m2=self.tile2.m, tile_n2=self.tile2.n, tile_k2=self.tile2.k,
             order1=ORDER_CODES[self.order1], order2=ORDER_CODES[self.order2],
             mode=MODE_CODES[self.mode], optimizations=self.optimizations.bits(),
-            group_rows=self.group_rows,
+            group_rows=self.group_rows, cluster_m=self.cluster_m,
             kernel=self.kernel, threads=self.cpu.threads, delay_us=self.cpu.delay_us,
             seed=self.cpu.seed, wait_timeout_ms=self.cpu.wait_timeout_ms)
 
@@ -271,7 +274,8 @@ def _as_tiles(tile) -> tuple:
 
 
 def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, tile2, policy, mode,
-            order1, order2, optimizations, kernel, cpu, ctas=None, group_rows=8) -> MlpPlanReport:
+            order1, order2, optimizations, kernel, cpu, ctas=None, group_rows=8,
+            cluster_m=1) -> MlpPlanReport:
     slices = activation_slices(activation)
     g1 = grid(tokens, ffn, tile1, slices)
     g2 = grid(tokens, out, tile2)
@@ -282,7 +286,7 @@ def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, ti
     d1 = [float(tile1.m * tile1.n * hidden)] * t1   # multiply-adds of one tile
     d2 = [float(tile2.m * tile2.n * ffn)] * t2
     plan = MlpPlan(tile1, tile2, policy, mode, order1, order2, optimizations, kernel, cpu,
-                   group_rows=group_rows)
+                   group_rows=group_rows, cluster_m=cluster_m)
     return MlpPlanReport(
         device=device.name, tokens=tokens, hidden=hidden, ffn=ffn, out=out, activation=activation,
         tile1=tile1, tile2=tile2, grid1=g1, grid2=g2, tiles1=t1, tiles2=t2, slots=slots,
@@ -302,7 +306,8 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
              activation: str = "gelu", device="h200", tile=None, policy="auto", mode="auto",
              optimizations: Optional[Optimizations] = None,
              cpu: Optional[CpuOptions] = None, dtype=None, order: Optional[str] = None,
-             group_rows: int = 8, allow_fallback: bool = True) -> MlpPlanReport:
+             group_rows: int = 8, cluster_m: int = 1,
+             allow_fallback: bool = True) -> MlpPlanReport:
     """Plans y = act(x @ w1) @ w2 with x [tokens, hidden], w1 [hidden, ffn]
     (2 * ffn for SwiGLU), w2 [ffn, out] (out defaults to hidden).
 
@@ -323,6 +328,12 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     needs it. group_rows: the grouped order's band height in tile rows
     (lower: rows finish sooner, so RowSync consumers start sooner; higher:
     more L2 reuse).
+
+    cluster_m: 1, or 2 to run the Hopper kernel (family 1) in 2x1 clusters:
+    two CTAs compute vertically adjacent 128x128 tiles of one column and load
+    each weight tile once for both (TMA multicast). Only 128x128x64 tiles
+    (the default with cluster_m=2) and activations other than SwiGLU; an
+    explicit choice, never made automatically.
     """
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
         if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
@@ -343,11 +354,23 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         raise ValueError(f"order: expected None or one of {TILE_ORDERS}, got {order!r}")
     if not isinstance(group_rows, int) or group_rows < 1:
         raise ValueError(f"group_rows: expected a positive int, got {group_rows!r}")
+    if not isinstance(cluster_m, int) or isinstance(cluster_m, bool) or cluster_m not in (1, 2):
+        raise ValueError(f"cluster_m: expected 1 or 2, got {cluster_m!r}")
     tiles = _as_tiles(tile)
+    if cluster_m == 2:
+        if slices > 1:
+            raise ValueError(f"cluster_m=2: the 2x1-cluster kernel has no SwiGLU form; activation "
+                             f"{activation!r} needs cluster_m=1")
+        tiles = tiles or (TileShape(128, 128, 64), TileShape(128, 128, 64))
+        if any((t.m, t.n, t.k) != (128, 128, 64) for t in tiles):
+            raise ValueError(f"cluster_m=2: runs 128x128x64 tiles only, got {tiles[0]} and {tiles[1]}")
     model, on_cpu = resolve_device(device, cpu)
+    if cluster_m == 2 and not on_cpu and model.arch != 90:
+        raise ValueError(f"cluster_m=2: runs on the Hopper kernel (compute capability 9.0); "
+                         f"device {model.name} is {model.arch / 10:.1f}")
     run_mode = "fused" if mode == "auto" else mode
     automatic = (chosen_policy is None and mode == "auto" and tiles is None and order is None
-                 and group_rows == 8)
+                 and group_rows == 8 and cluster_m == 1)
     tuned = automatic and allow_fallback and not on_cpu
 
     def xla_instead(source):
@@ -393,7 +416,7 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         rep = _report(model, tokens, hidden, ffn, out, activation, t1, t2, pol, run_mode, order1,
                       order or default, optimizations, config.kernel if config else 0, cpu,
                       ctas=config.ctas_per_sm if (config and not model.ctas) else None,
-                      group_rows=group_rows)
+                      group_rows=group_rows, cluster_m=cluster_m)
         # Simulated multiply-adds per slot over the kernel's measured rate.
         if mode == "auto" and not on_cpu and rep.makespan_synced > 0.99 * rep.makespan_stream:
             # Nothing to save: synchronization can only cost, so run in stream

@@ -31,3 +31,27 @@ def test_gemm_matches_reference(dtype, tile_n, order, band):
     assert got.dtype == dtype and got.shape == (1100, 1000)
     assert rel_err(got, a.astype(dtype).astype(jnp.float32) @ w.astype(dtype).astype(jnp.float32)) < TOL[dtype]
 
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("order,band", [(o, 8) for o in GEMM_ORDERS] + [("grouped", 3)])
+@pytest.mark.parametrize("m", [1, 100, 300, 1100, 2048])
+def test_gemm_cluster2_matches_reference(dtype, order, band, m):
+    # 2x1 clusters with B multicast: m = 1 and 100 leave the peer of the only
+    # row-tile pair without rows; 300 and 1100 have an odd number of row
+    # tiles; n = 1000 ends in a column tile whose second B half is empty.
+    if not _hopper():
+        pytest.skip("the Hopper GEMM needs compute capability 9.0")
+    ka, kw = jax.random.split(jax.random.key(m + band))
+    a = jax.random.normal(ka, (m, 712), jnp.float32)
+    w = jax.random.normal(kw, (712, 1000), jnp.float32) / 712 ** 0.5
+    got = jax.jit(lambda a, w: gemm(a, w, tile_n=128, order=order, group_rows=band, cluster_m=2))(
+        a.astype(dtype), w.astype(dtype))
+    assert got.dtype == dtype and got.shape == (m, 1000)
+    assert rel_err(got, a.astype(dtype).astype(jnp.float32) @ w.astype(dtype).astype(jnp.float32)) < TOL[dtype]
+
+
+def test_gemm_cluster2_refuses_wide_tiles():
+    a = jnp.zeros((128, 64), jnp.float16)
+    with pytest.raises(ValueError, match="cluster_m"):
+        gemm(a, jnp.zeros((64, 256), jnp.float16), tile_n=256, cluster_m=2)

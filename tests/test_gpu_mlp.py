@@ -105,6 +105,67 @@ def test_tile_orders_many_waves(order, band, activation, policy):
         check(ops, activation, plan=plan)
 
 
+def _hopper() -> bool:
+    return str(getattr(jax.devices()[0], "compute_capability", "0")).startswith("9")
+
+
+CLUSTER_RUNS = [(mode, pol) for mode in MODES for pol in ("tilesync", "rowsync")]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode,policy", CLUSTER_RUNS, ids=[f"{m}-{p}" for m, p in CLUSTER_RUNS])
+def test_cluster2_matches_reference(mode, policy, dtype):
+    # 2x1 clusters (cluster_m=2): a position is a pair of row tiles. Tokens
+    # 1 and 77: one row tile, so the peer CTA of the only pair has no rows;
+    # 300: three row tiles (an odd count, a ragged last tile); 1500: twelve
+    # (even, ragged last); 2100: seventeen over several waves. ffn and out
+    # are not multiples of 128 (the second B half of the last column tile is
+    # out of range where the remainder is <= 64).
+    if not _hopper():
+        pytest.skip("cluster_m=2 runs on the Hopper kernel")
+    device = cs.planner.device_model(jax.devices()[0])
+    for i, (tokens, hidden, ffn, out) in enumerate([(1, 256, 392, 264), (77, 256, 392, 264),
+                                                     (300, 256, 392, 264), (1500, 512, 2120, 1000),
+                                                     (2100, 512, 2816, 1048)]):
+        ops = mlp_inputs(300 + i, tokens, hidden, ffn, out, dtype)
+        plan = cs.plan_mlp(tokens, hidden, ffn, out, activation="gelu", device=device, policy=policy,
+                           mode=mode, cluster_m=2).plan
+        assert plan.cluster_m == 2 and plan.kernel == 1
+        check(ops, "gelu", plan=plan)
+
+
+@pytest.mark.parametrize("order,band", [("row_major", 8), ("column_major", 8), ("grouped", 8),
+                                        ("grouped", 3), ("grouped", 1)])
+@pytest.mark.parametrize("policy", ["tilesync", "rowsync"])
+def test_cluster2_tile_orders(order, band, policy):
+    # The pair grid takes the order over ceil(rows / 2) pair rows; 2100 tokens:
+    # 17 tile rows, 9 pair rows, ragged bands.
+    if not _hopper():
+        pytest.skip("cluster_m=2 runs on the Hopper kernel")
+    ops = mlp_inputs(53, 2100, 512, 2816, 1024, jnp.bfloat16)
+    device = cs.planner.device_model(jax.devices()[0])
+    for mode in ("serial", "streams", "fused"):
+        plan = cs.plan_mlp(2100, 512, 2816, 1024, activation="gelu", device=device, policy=policy,
+                           mode=mode, order=order, group_rows=band, cluster_m=2).plan
+        check(ops, "gelu", plan=plan)
+
+
+def test_cluster2_repeats_exactly():
+    # Same plan, same inputs: every tile sums in one order, so calls agree
+    # bit for bit (a broken schedule broadcast or barrier shows up here).
+    if not _hopper():
+        pytest.skip("cluster_m=2 runs on the Hopper kernel")
+    x, w1, w2, b1, b2 = mlp_inputs(59, 1100, 512, 4096, 512, jnp.float16)
+    device = cs.planner.device_model(jax.devices()[0])
+    plan = cs.plan_mlp(1100, 512, 4096, 512, activation="gelu", device=device, policy="tilesync",
+                       mode="fused", cluster_m=2).plan
+    f = jax.jit(lambda x: cs.synced_mlp(x, w1, w2, b1=b1, b2=b2, activation="gelu", plan=plan))
+    y0 = f(x)
+    assert rel_err(y0, reference((x, w1, w2, b1, b2), "gelu")) < TOL[jnp.float16]
+    for _ in range(50):
+        np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(y0))
+
+
 def test_swiglu_strided_many_waves():
     ops = mlp_inputs(17, 1500, 512, 2816, 1024, jnp.bfloat16, swiglu=True)
     for mode in ("streams", "fused"):

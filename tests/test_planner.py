@@ -98,3 +98,21 @@ def test_default_tile_order_is_the_kernels_measured_one():
     assert ampere.plan.order1 == ampere.plan.order2 == "row_major"
     kept = cs.plan_mlp(1024, 12288, 6144, device="h200", policy="rowsync", order="row_major")
     assert kept.plan.order1 == "row_major"
+
+
+def test_cluster_m_is_opt_in_and_validated():
+    assert cs.plan_mlp(2048, 4096, 16384, device="h200").plan.cluster_m == 1
+    r = cs.plan_mlp(2048, 4096, 16384, device="h200", cluster_m=2, policy="rowsync", mode="fused")
+    assert r.plan.cluster_m == 2 and r.plan.kernel == 1 and r.source == "user"
+    assert (r.plan.tile1.m, r.plan.tile1.n, r.plan.tile1.k) == (128, 128, 64)
+    assert r.plan.attributes(0)["cluster_m"] == 2
+    assert cs.plan_mlp(256, 512, 512, device="h200").plan.attributes(0)["cluster_m"] == 1
+    for bad in (0, 3, 2.0, True):
+        with pytest.raises(ValueError, match="cluster_m"):
+            cs.plan_mlp(256, 512, 512, device="h200", cluster_m=bad)
+    with pytest.raises(ValueError, match="cluster_m"):
+        cs.plan_mlp(256, 512, 512, device="h200", cluster_m=2, tile=(128, 256, 64))
+    with pytest.raises(ValueError, match="SwiGLU"):
+        cs.plan_mlp(256, 512, 512, device="h200", activation="swiglu", cluster_m=2)
+    with pytest.raises(ValueError, match="Hopper"):
+        cs.plan_mlp(256, 512, 512, device="a100", cluster_m=2)

@@ -24,6 +24,7 @@ struct MlpSpec {
   Mode mode = Mode::kFused;
   int optimizations = 0;
   int kernel = 0;  // GPU kernel family (0 = default for the device)
+  int cluster_m = 1;  // kernel family 1: CTAs per cluster along M (1, or 2 for 2x1 clusters)
   // CPU executor controls (ignored on GPU): worker threads (0 = all cores),
   // random per-tile delay bound and its seed (testing), wait timeout.
   int threads = 0;
@@ -64,6 +65,7 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   CUSYNC_GET("mode", &mode)
   CUSYNC_GET("optimizations", &spec->optimizations)
   CUSYNC_GET("kernel", &spec->kernel)
+  CUSYNC_GET("cluster_m", &spec->cluster_m)
   CUSYNC_GET("threads", &spec->threads)
   CUSYNC_GET("delay_us", &spec->delay_us)
   CUSYNC_GET("seed", &spec->seed)
@@ -75,6 +77,8 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   if (order1 < 0 || order1 > 3 || order2 < 0 || order2 > 3)
     return Error::InvalidArgument("cusync_jax: unknown tile order code");
   if (group_rows < 1) return Error::InvalidArgument("cusync_jax: group_rows must be positive");
+  if (spec->cluster_m != 1 && spec->cluster_m != 2)
+    return Error::InvalidArgument("cusync_jax: cluster_m must be 1 or 2, got " + std::to_string(spec->cluster_m));
   if (tm1 <= 0 || tn1 <= 0 || tm2 <= 0 || tn2 <= 0 || spec->tile_k1 <= 0 || spec->tile_k2 <= 0)
     return Error::InvalidArgument("cusync_jax: tile sizes must be positive");
 

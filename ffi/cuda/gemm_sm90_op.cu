@@ -17,7 +17,7 @@ namespace {
 
 ffi::Error GemmCuda(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer w, ffi::Result<ffi::AnyBuffer> out,
                     ffi::Result<ffi::Buffer<ffi::S32>> counter, int64_t tile_n, int64_t order,
-                    int64_t group_rows) {
+                    int64_t group_rows, int64_t cluster_m) {
   const ffi::DataType dt = a.element_type();
   if ((dt != ffi::DataType::F16 && dt != ffi::DataType::BF16) || w.element_type() != dt)
     return ffi::Error::InvalidArgument("cusync_jax: gemm takes float16 or bfloat16 operands of one dtype");
@@ -46,7 +46,7 @@ ffi::Error GemmCuda(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer w, ffi
   return launch_gemm_sm90(a.untyped_data(), w.untyped_data(), out->untyped_data(), counter->typed_data(),
                           static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), dt == ffi::DataType::BF16,
                           static_cast<int>(tile_n), static_cast<cusync::TileOrder>(order),
-                          static_cast<int>(group_rows), stream, facts.info);
+                          static_cast<int>(group_rows), static_cast<int>(cluster_m), stream, facts.info);
 }
 
 }  // namespace
@@ -61,4 +61,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CusyncGemmCuda, cusync_cuda::GemmCuda,
                                   .Ret<ffi::Buffer<ffi::S32>>()      // tile counter (scratch)
                                   .Attr<int64_t>("tile_n")
                                   .Attr<int64_t>("order")            // cusync::TileOrder
-                                  .Attr<int64_t>("group_rows"));
+                                  .Attr<int64_t>("group_rows")
+                                  .Attr<int64_t>("cluster_m"));       // 1, or 2: 2x1 clusters (tile_n 128)

@@ -66,6 +66,8 @@ ffi::Error SyncedMlpCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w
                            h->untyped_data(), sync->typed_data(), dt == ffi::DataType::BF16};
   switch (s.kernel) {
     case 0:
+      if (s.cluster_m != 1)
+        return ffi::Error::InvalidArgument("cusync_jax: cluster_m = 2 runs on kernel family 1 (Hopper) only");
       return launch_mlp_sm80(s, buffers, stream, facts.info);
     case 1:
       if (facts.major != 9) {

@@ -13,6 +13,10 @@
 // SwiGLU: a producer tile multiplies x by the same columns of w1's gate and
 // up halves and stores silu(gate) * up, so h is a plain [T, F] matrix and
 // the consumer a plain GEMM; the producer stage is re-tiled to match.
+//
+// cluster_m = 2 (opt-in, 128x128 without SwiGLU): 2x1 clusters that share
+// each B tile through TMA multicast; a schedule position is a pair of row
+// tiles (sm90_chain_kernel.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -42,6 +46,13 @@ Error check_device(const DeviceInfo& device) {
                                   std::to_string(device.max_smem_per_block));
   }
   return Error::Success();
+}
+
+// Schedule units (CTAs, or clusters) that fit the device at once.
+template <class Cfg>
+int resident_units(const DeviceInfo& device) {
+  if constexpr (Cfg::kClusterM == 1) return device.sm_count;
+  else return max_active_clusters<Cfg>(device.sm_count);
 }
 
 template <class Cfg>
@@ -80,7 +91,8 @@ Error run_mlp(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t st
   }
   p.stage[1] = make_gemm_stage<Cfg>(h, T, F, F, static_cast<const E*>(b.w2), O, static_cast<E*>(b.y), O,
                                     static_cast<const E*>(b.b2), s.consumer, cusync::Activation::kIdentity);
-  const int P = producer.tile_count(), C = s.consumer.tile_count();
+  // Schedule positions: tiles, or row-tile pairs with clusters.
+  const int P = schedule_positions<Cfg>(producer), C = schedule_positions<Cfg>(s.consumer);
   p.tiles0 = P;
   p.semaphores = b.sync + cusync::kSyncHeaderWords;
   p.policy = policy;
@@ -114,7 +126,8 @@ Error run_mlp(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t st
       p.consumer_waits = p.producer_posts = true;
       // Both persistent grids resident at once (one CTA per SM each): no
       // consumer CTA can hold an SM a producer CTA needs.
-      const bool one_wave = std::min(P, device.sm_count) + std::min(C, device.sm_count) <= device.sm_count;
+      const int units = resident_units<Cfg>(device);
+      const bool one_wave = std::min(P, units) + std::min(C, units) <= units;
       const bool wait_kernel = !(cusync::has(s.optimizations, cusync::kAvoidWaitKernel) && one_wave);
       std::lock_guard<std::mutex> lock(side->mu);
       CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->fork, stream), "recording the fork event");
@@ -169,6 +182,16 @@ Error launch_mlp_sm90(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStr
         "cusync_jax: kernel family 1 runs tiles 128x128x64 and 128x256x64, the same for both GEMMs; the plan "
         "asks for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2));
   }
+  if (s.cluster_m != 1) {
+    if (s.cluster_m != 2 || n != 128 || swiglu) {
+      return Error::InvalidArgument(
+          "cusync_jax: kernel family 1 runs cluster_m = 2 only with 128x128x64 tiles and a one-slice "
+          "activation (not SwiGLU); the plan asks for cluster_m " + std::to_string(s.cluster_m) + ", tiles " +
+          tile_text(P, s.tile_k1) + (swiglu ? ", SwiGLU" : ""));
+    }
+    return b.bf16 ? run_mlp<ChainBF16x128Cluster2>(s, b, stream, device)
+                  : run_mlp<ChainF16x128Cluster2>(s, b, stream, device);
+  }
   if (b.bf16) {
     if (n == 128)
       return swiglu ? run_mlp<ChainBF16x128Swiglu>(s, b, stream, device) : run_mlp<ChainBF16x128>(s, b, stream, device);
@@ -191,7 +214,7 @@ Error run_gemm(const void* a, const void* w, void* out, int* counter, int m, int
   p.stage[0] = make_gemm_stage<Cfg>(static_cast<const E*>(a), m, k, k, static_cast<const E*>(w), n,
                                     static_cast<E*>(out), n, nullptr, tiling, cusync::Activation::kIdentity);
   p.stage[1] = p.stage[0];
-  p.tiles0 = tiling.tile_count();
+  p.tiles0 = schedule_positions<Cfg>(tiling);
   p.begin = 0;
   p.end = p.tiles0;
   p.counter = counter;
@@ -202,12 +225,19 @@ Error run_gemm(const void* a, const void* w, void* out, int* counter, int m, int
 }  // namespace
 
 Error launch_gemm_sm90(const void* a, const void* w, void* out, int* counter, int m, int n, int k, bool bf16,
-                       int tile_n, cusync::TileOrder order, int group_rows, cudaStream_t stream,
+                       int tile_n, cusync::TileOrder order, int group_rows, int cluster_m, cudaStream_t stream,
                        const DeviceInfo& device) {
   if (n % 8 || k % 8)
     return Error::InvalidArgument("cusync_jax: gemm needs n and k to be multiples of 8 (16-byte TMA row strides)");
   if (tile_n != 128 && tile_n != 256)
     return Error::InvalidArgument("cusync_jax: gemm tile_n must be 128 or 256, got " + std::to_string(tile_n));
+  if (cluster_m != 1) {
+    if (cluster_m != 2 || tile_n != 128)
+      return Error::InvalidArgument("cusync_jax: gemm runs cluster_m 1, or 2 with tile_n 128; got cluster_m " +
+                                    std::to_string(cluster_m) + ", tile_n " + std::to_string(tile_n));
+    return bf16 ? run_gemm<ChainBF16x128Cluster2>(a, w, out, counter, m, n, k, order, group_rows, stream, device)
+                : run_gemm<ChainF16x128Cluster2>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
+  }
   if (bf16) {
     return tile_n == 128 ? run_gemm<ChainBF16x128>(a, w, out, counter, m, n, k, order, group_rows, stream, device)
                          : run_gemm<ChainBF16x256>(a, w, out, counter, m, n, k, order, group_rows, stream, device);

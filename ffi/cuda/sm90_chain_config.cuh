@@ -35,13 +35,20 @@ using namespace cute;
 // kTileN/2 gate columns and the same kTileN/2 up columns of w1 (two B views,
 // side by side in a stage), and the epilogue stores silu(gate) * up: h is a
 // plain [rows, F] matrix and the consumer a plain GEMM.
-template <class Element_, int kTileN_, bool kSwiglu_>
+// kClusterM = 2: CTAs run in 2x1 clusters; the two CTAs of a cluster compute
+// vertically adjacent row tiles of one column tile, and each loads half of
+// the shared B tile with TMA multicast to both (128x128 plain only).
+template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1>
 struct ChainConfig {
   using Element = Element_;
   static constexpr int kTileM = 128;
   static constexpr int kTileN = kTileN_;
   static constexpr int kTileK = 64;  // 128 bytes of 16-bit elements: one swizzle row
   static constexpr bool kSwiglu = kSwiglu_;
+  static constexpr int kClusterM = kClusterM_;
+  static_assert(kClusterM == 1 || (kClusterM == 2 && kTileN_ == 128 && !kSwiglu_),
+                "2x1 clusters: 128x128 plain tiles only");
+  using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
   static constexpr bool kPingpong = kTileN == 128;
   static constexpr int kGroupsPerTile = kPingpong ? 1 : 2;  // MMA warpgroups on one tile
   static constexpr int kLoadThreads = 128;
@@ -97,16 +104,19 @@ struct ChainConfig {
     auto g = make_tensor(make_gmem_ptr(ptr), make_shape(n, k), make_stride(_1{}, ld));
     return make_tma_copy(SM90_TMA_LOAD{}, g, take<0, 2>(SmemLayoutB{}));
   }
-  // SwiGLU producer: the gate or the up columns of w1, one half of a stage.
+  // One half (kTileN/2 columns) of a B stage. SwiGLU producer: the gate or
+  // the up columns of w1. Clusters: the half of B that this CTA loads for
+  // both CTAs (multicast; one descriptor serves both halves).
+  using HalfOp = cute::conditional_t<(kClusterM > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
   static auto make_tma_b_half(Element const* ptr, int n, int k, int ld) {
     auto g = make_tensor(make_gmem_ptr(ptr), make_shape(n, k), make_stride(_1{}, ld));
-    return make_tma_copy(SM90_TMA_LOAD{}, g, SmemLayoutBHalf{});
+    return make_tma_copy(HalfOp{}, g, SmemLayoutBHalf{});
   }
   using TmaA = decltype(make_tma_a(nullptr, 1, 1, 1));
   using TmaB = decltype(make_tma_b(nullptr, 1, 1, 1));
   using TmaBHalf = decltype(make_tma_b_half(nullptr, 1, 1, 1));
 
-  struct SharedStorage {
+  struct SharedStorageOne {
     cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
     cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
     typename LoadPipeline::SharedStorage load_pipeline;
@@ -114,6 +124,16 @@ struct ChainConfig {
     typename MathOrder::SharedStorage math_order;
     int tile_slot[kTileSlots];
   };
+  // Clusters: the leader CTA's loader takes the schedule positions and sends
+  // each to the peer's mailbox (st.async, which completes the peer's
+  // sched_full); the peer frees a slot by arriving on the leader's sched_empty.
+  static constexpr int kSchedSlots = 2;
+  struct SharedStorageCluster : SharedStorageOne {
+    uint64_t sched_full[kSchedSlots];   // mbarriers (cutlass::arch::ClusterBarrier's static API)
+    uint64_t sched_empty[kSchedSlots];
+    int sched_slot[kSchedSlots];
+  };
+  using SharedStorage = cute::conditional_t<(kClusterM > 1), SharedStorageCluster, SharedStorageOne>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 };
 

@@ -1,7 +1,8 @@
 // The compiled configurations of the Hopper GEMM-chain kernel. Each is
 // instantiated once, in sm90_chain_f16.cu or sm90_chain_bf16.cu (two files so
-// a two-core build compiles them side by side); users see only the
-// declarations below. cusync_jax/kernels.py lists the same tiles (kernel 1).
+// a two-core build compiles them side by side), the 2x1-cluster ones in
+// sm90_chain_cluster.cu; users see only the declarations below.
+// cusync_jax/kernels.py lists the same tiles (kernel 1).
 #pragma once
 
 #include "cuda/sm90_chain_launch.cuh"
@@ -16,6 +17,9 @@ using ChainBF16x128 = ChainConfig<cute::bfloat16_t, 128, false>;
 using ChainBF16x256 = ChainConfig<cute::bfloat16_t, 256, false>;
 using ChainBF16x128Swiglu = ChainConfig<cute::bfloat16_t, 128, true>;
 using ChainBF16x256Swiglu = ChainConfig<cute::bfloat16_t, 256, true>;
+// Opt-in (cluster_m = 2): 2x1 clusters sharing B through TMA multicast.
+using ChainF16x128Cluster2 = ChainConfig<cute::half_t, 128, false, 2>;
+using ChainBF16x128Cluster2 = ChainConfig<cute::bfloat16_t, 128, false, 2>;
 
 #define CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, Cfg) \
   EXTERN template cudaError_t launch_chain<Cfg>(const ChainParams<Cfg>&, int, cudaStream_t);
@@ -32,7 +36,18 @@ using ChainBF16x256Swiglu = ChainConfig<cute::bfloat16_t, 256, true>;
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x128Swiglu) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x256Swiglu)
 
+// (max_active_clusters names the kernel: instantiated once here too, so the
+// host dispatch does not compile the kernel again.)
+#define CUSYNC_SM90_CHAIN_CLUSTER_INSTANCE(EXTERN, Cfg) \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, Cfg)               \
+  EXTERN template int max_active_clusters<Cfg>(int);
+
+#define CUSYNC_SM90_CHAIN_CLUSTER_INSTANCES(EXTERN)               \
+  CUSYNC_SM90_CHAIN_CLUSTER_INSTANCE(EXTERN, ChainF16x128Cluster2) \
+  CUSYNC_SM90_CHAIN_CLUSTER_INSTANCE(EXTERN, ChainBF16x128Cluster2)
+
 CUSYNC_SM90_CHAIN_F16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_BF16_INSTANCES(extern)
+CUSYNC_SM90_CHAIN_CLUSTER_INSTANCES(extern)
 
 }  // namespace cusync_sm90

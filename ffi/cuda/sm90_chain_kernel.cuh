@@ -21,6 +21,18 @@
 // tile is kTileN wide: B = [gate columns | the same up columns] of w1, loaded
 // through two views, and the epilogue stores silu(gate + b) * (up + b). The
 // consumer is then a plain GEMM on h [rows, F].
+//
+// 2x1 clusters (Cfg::kClusterM == 2): a position is a pair of row tiles
+// (2r, 2r+1) of one column tile; (r, col) is the stage's order applied to a
+// grid of ceil(rows/2) pair rows (kGrouped bands of ceil(group_rows/2) pair
+// rows, the same tile rows as before). The leader CTA's loader takes the
+// position and sends it to the peer's loader, so both run the same column
+// tile at once; each loads its own A and half of B, multicast to both. The
+// schedule argument above holds per cluster: the leader takes the next
+// position only after issuing every load of the last one, and the peer reads
+// it only after issuing its own. Where 2r+1 is past the last row tile, the
+// peer still runs the position (B is shared): it loads the leader's A rows
+// without waiting, and stores and posts nothing.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -40,7 +52,7 @@ template <class Cfg>
 struct GemmStage {
   typename Cfg::TmaA tma_a;         // A [rows, k]
   typename Cfg::TmaB tma_b;         // B viewed as [n_all, k]
-  typename Cfg::TmaBHalf tma_gate;  // SwiGLU producer: w1's gate columns [n_all, k]
+  typename Cfg::TmaBHalf tma_gate;  // SwiGLU producer: w1's gate columns [n_all, k]; clusters: B (multicast)
   typename Cfg::TmaBHalf tma_up;    // SwiGLU producer: w1's up columns [n_all, k]
   int rows, k, n_all;               // tensor extents of the descriptors
   int a_ld;                         // row stride of A (elements)
@@ -73,18 +85,77 @@ struct TileJob {
   int row0, row1, col0, col1, slice;
 };
 
+// Schedule positions of a stage: tiles, or row-tile pairs with clusters.
+template <class Cfg>
+__host__ __device__ __forceinline__ int schedule_positions(const cusync::Stage& s) {
+  if constexpr (Cfg::kClusterM == 1) return s.tile_count();
+  else return cusync::ceil_div(s.grid_rows(), Cfg::kClusterM) * s.grid_cols();
+}
+
 template <class Cfg>
 __device__ __forceinline__ TileJob resolve(ChainParams<Cfg> const& p, int pos) {
   TileJob j;
   j.stage = pos < p.tiles0 ? 0 : 1;
   const cusync::Stage& s = p.stage[j.stage].tiling;
-  j.tile = s.tile(j.stage == 0 ? pos : pos - p.tiles0);
+  if constexpr (Cfg::kClusterM == 1) {
+    j.tile = s.tile(j.stage == 0 ? pos : pos - p.tiles0);
+  } else {
+    // This CTA's row tile of the pair; past the last row tile, row_end <=
+    // row_begin and the tile is empty.
+    constexpr int kM = Cfg::kClusterM;
+    const cusync::Tile t = cusync::tile_at(s.order, j.stage == 0 ? pos : pos - p.tiles0,
+                                           cusync::ceil_div(s.grid_rows(), kM), s.grid_cols(), s.slices,
+                                           cusync::ceil_div(s.group_rows, kM));
+    j.tile = cusync::Tile{t.row * kM + int(cute::block_rank_in_cluster()), t.col};
+  }
   j.row0 = s.row_begin(j.tile);
   j.row1 = s.row_end(j.tile);
   j.col0 = s.col_begin(j.tile);
   j.col1 = s.col_end(j.tile);
   j.slice = s.slice_of(j.tile);
   return j;
+}
+
+// Cluster schedule mailbox. The leader stores a position into the peer's
+// slot; st.async completes the peer's barrier with the bytes, so the peer
+// sees the value once its wait returns.
+__device__ __forceinline__ void send_to_peer(int* slot, uint64_t* full, int value, uint32_t peer) {
+  const uint32_t s = cute::cast_smem_ptr_to_uint(slot), b = cute::cast_smem_ptr_to_uint(full);
+  asm volatile(
+      "{\n\t.reg .b32 rs, rb;\n\t"
+      "mapa.shared::cluster.u32 rs, %0, %2;\n\t"
+      "mapa.shared::cluster.u32 rb, %1, %2;\n\t"
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [rs], %3, [rb];\n\t}"
+      ::"r"(s), "r"(b), "r"(peer), "r"(value) : "memory");
+}
+
+// The peer frees its slot: release at cluster scope orders its read of the
+// slot before the leader's next store into it.
+__device__ __forceinline__ void arrive_on_peer(uint64_t* bar, uint32_t cta) {
+  const uint32_t a = cute::cast_smem_ptr_to_uint(bar);
+  asm volatile(
+      "{\n\t.reg .b32 ra;\n\t"
+      "mapa.shared::cluster.u32 ra, %0, %1;\n\t"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n\t}"
+      ::"r"(a), "r"(cta) : "memory");
+}
+
+// Waits for the phase of `parity` with acquire at cluster scope: the
+// arrivals and bytes it waits for come from the other CTA.
+__device__ __forceinline__ void wait_cluster(uint64_t* bar, uint32_t parity) {
+  const uint32_t a = cute::cast_smem_ptr_to_uint(bar);
+  asm volatile(
+      "{\n\t.reg .pred P1;\n\t"
+      "WAIT_CLUSTER:\n\t"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%0], %1;\n\t"
+      "@!P1 bra WAIT_CLUSTER;\n\t}"
+      ::"r"(a), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ int load_shared(const int* p) {
+  int v;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(cute::cast_smem_ptr_to_uint(p)) : "memory");
+  return v;
 }
 
 __device__ __forceinline__ void fence_async_proxy_global() {
@@ -171,9 +242,32 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   Tensor sB_gate = local_tile(sB, half_nks, make_coord(0, 0, 0));
   Tensor sB_up = local_tile(sB, half_nks, make_coord(1, 0, 0));
   const auto half_nk = make_shape(typename Cfg::HalfN{}, typename Cfg::TileK{});
+  // Clusters: this CTA's rank; its B half goes to both CTAs.
+  [[maybe_unused]] const int rank = Cfg::kClusterM > 1 ? int(cute::block_rank_in_cluster()) : 0;
+  [[maybe_unused]] int mail = 0;
+  [[maybe_unused]] uint32_t mail_phase = 0;
 
   for (;;) {
-    const int pos = p.begin + atomicAdd(p.counter, 1);
+    int pos;
+    if constexpr (Cfg::kClusterM == 1) {
+      pos = p.begin + atomicAdd(p.counter, 1);
+    } else if (rank == 0) {
+      // Take the slot first: a position is claimed only when it can be sent.
+      wait_cluster(&smem.sched_empty[mail], mail_phase ^ 1);
+      pos = p.begin + atomicAdd(p.counter, 1);
+      send_to_peer(&smem.sched_slot[mail], &smem.sched_full[mail], pos, 1);
+    } else {
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.sched_full[mail], sizeof(int));
+      wait_cluster(&smem.sched_full[mail], mail_phase);
+      pos = load_shared(&smem.sched_slot[mail]);
+      arrive_on_peer(&smem.sched_empty[mail], 0);
+    }
+    if constexpr (Cfg::kClusterM > 1) {
+      if (++mail == Cfg::kSchedSlots) {
+        mail = 0;
+        mail_phase ^= 1;
+      }
+    }
     tile_pipeline.producer_acquire(tile_write);
     smem.tile_slot[tile_write.index()] = pos;
     tile_pipeline.producer_commit(tile_write);
@@ -182,12 +276,16 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
 
     const TileJob job = resolve(p, pos);
     const GemmStage<Cfg>& g = p.stage[job.stage];
-    const bool waits = job.stage == 1 && p.consumer_waits;
+    // Clusters: an empty peer tile (past the last row tile) loads the
+    // leader's A rows, unsynchronized: its results are never stored.
+    const bool active = Cfg::kClusterM == 1 || job.row0 < job.row1;
+    const bool waits = job.stage == 1 && p.consumer_waits && active;
     const bool gated = Cfg::kSwiglu && job.stage == 0;
+    const int a_row0 = active ? job.row0 : job.row0 - Cfg::kTileM;
 
     Tensor mA = g.tma_a.get_tma_tensor(make_shape(g.rows, g.k));
     Tensor mB = g.tma_b.get_tma_tensor(make_shape(g.n_all, g.k));
-    Tensor gA = local_tile(domain_offset(make_coord(job.row0, 0), mA), tile_mk, make_coord(0, _));
+    Tensor gA = local_tile(domain_offset(make_coord(a_row0, 0), mA), tile_mk, make_coord(0, _));
     Tensor gB = local_tile(domain_offset(make_coord(job.col0, 0), mB), tile_nk, make_coord(0, _));
     auto [tAgA, tAsA] = tma_partition(g.tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA),
                                       group_modes<0, 2>(gA));
@@ -202,6 +300,16 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
                                       group_modes<0, 2>(gH));
     auto [tUgU, tUsU] = tma_partition(g.tma_up, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_up),
                                       group_modes<0, 2>(gH));
+    // Clusters: B columns [col0 + rank kTileN/2, + kTileN/2) into the same
+    // half of the stage in both CTAs. A half that starts past the last
+    // column feeds only accumulator columns that are never stored: it loads
+    // the first half again rather than a box wholly out of bounds.
+    int m_col0 = job.col0 + rank * (Cfg::kTileN / 2);
+    if (m_col0 >= g.n_all) m_col0 = job.col0;
+    Tensor gM = local_tile(domain_offset(make_coord(m_col0, 0), mH), half_nk, make_coord(0, _));
+    Tensor sB_mine = local_tile(sB, half_nks, make_coord(rank, 0, 0));
+    auto [tMgM, tMsM] = tma_partition(g.tma_gate, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_mine),
+                                      group_modes<0, 2>(gM));
 
     const int k_tiles = (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     int ready[2] = {-1, -1};
@@ -216,7 +324,12 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       pipeline.producer_acquire(write);
       auto* bar = pipeline.producer_get_barrier(write);
       const int stage = write.index();
-      if (gated) {
+      if constexpr (Cfg::kClusterM > 1) {
+        // Each full barrier expects the whole B tile: its own half and the
+        // peer's, both multicast.
+        constexpr uint16_t kBoth = (1u << Cfg::kClusterM) - 1;
+        copy(g.tma_gate.with(*bar, kBoth), tMgM(_, kb), tMsM(_, stage));
+      } else if (gated) {
         copy(g.tma_gate.with(*bar), tGgG(_, kb), tGsG(_, stage));
         copy(g.tma_up.with(*bar), tUgU(_, kb), tUsU(_, stage));
       } else {
@@ -247,6 +360,9 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       ++write;
     }
   }
+  // Clusters: wait until both CTAs' MMA warpgroups have freed every stage,
+  // so no consumer arrival from the peer is still on its way here.
+  if constexpr (Cfg::kClusterM > 1) pipeline.producer_tail(write);
 }
 
 // Two adjacent output columns, rounded once: one 32-bit store where both
@@ -446,7 +562,9 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
 
     store_tile(p, job, accum, coords);
 
-    if (job.stage == 0 && p.producer_posts) {
+    // Clusters: an empty peer tile stored nothing and posts nothing.
+    const bool active = Cfg::kClusterM == 1 || job.row0 < job.row1;
+    if (job.stage == 0 && p.producer_posts && active) {
       fence_async_proxy_global();
       // Every thread that stored this tile has stored it.
       if constexpr (kPingpong) asm volatile("bar.sync %0, 128;" ::"r"(4 + group) : "memory");
@@ -479,7 +597,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   lp.is_leader = threadIdx.x == 0;
   // Pingpong: one warpgroup consumes (and frees) each stage.
   lp.num_consumers = Cfg::kMmaThreads / (Cfg::kPingpong ? 2 : 1);
-  LoadPipeline pipeline(smem.load_pipeline, lp, Shape<_1, _1, _1>{});
+  // Clusters: a consumer warpgroup frees each stage in both CTAs (the peer
+  // multicasts into it), so every empty barrier counts two arrivals.
+  LoadPipeline pipeline(smem.load_pipeline, lp, typename Cfg::ClusterShape{});
 
   using TilePipeline = typename Cfg::TilePipeline;
   typename TilePipeline::Params tp;
@@ -488,13 +608,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   tp.producer_arv_count = 1;
   tp.consumer_arv_count = Cfg::kMmaThreads;
   tp.dst_blockid = 0;
+  // Clusters: the MMA warpgroups free tile slots of their own CTA (the
+  // pipeline arrives on the empty barrier of CTA dst_blockid).
+  if constexpr (Cfg::kClusterM > 1) tp.dst_blockid = cute::block_rank_in_cluster();
   TilePipeline tile_pipeline(smem.tile_pipeline, tp);
 
   typename Cfg::MathOrder::Params op;
   op.group_id = warp_group == 2 ? 1 : 0;
   op.group_size = 128;
   typename Cfg::MathOrder math_order(smem.math_order, op);
-  __syncthreads();
+  if constexpr (Cfg::kClusterM > 1) {
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < Cfg::kSchedSlots; ++i) {
+        // full: the peer's own arrive (plus 4 bytes from the leader);
+        // empty: the peer's read of the slot.
+        cutlass::arch::ClusterBarrier::init(&smem.sched_full[i], 1);
+        cutlass::arch::ClusterBarrier::init(&smem.sched_empty[i], 1);
+      }
+      cutlass::arch::fence_barrier_init();
+    }
+    // Both CTAs' barriers exist before any remote arrive, multicast or st.async.
+    cute::cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   // 56 + 2 x 224 registers a thread (x 128) = the 168 x 384 the CTA starts
   // with. ptxas holds the loader to its 56: at 40, the TileSync look-ahead
@@ -505,6 +642,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   } else {
     cutlass::arch::warpgroup_reg_alloc<224>();
     mma_loop(p, smem, pipeline, tile_pipeline, math_order, threadIdx.x - Cfg::kLoadThreads);
+  }
+  if constexpr (Cfg::kClusterM > 1) {
+    // Neither CTA exits while the other may still touch its shared memory.
+    // Not .aligned: the loader thread arrives apart from its warp.
+    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
   }
 #endif
 }

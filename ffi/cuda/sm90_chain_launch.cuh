@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include "cuda/sm90_chain_kernel.cuh"
 
@@ -20,6 +21,8 @@ GemmStage<Cfg> make_gemm_stage(typename Cfg::Element const* a, int rows, int k, 
   GemmStage<Cfg> g{};
   g.tma_a = Cfg::make_tma_a(a, rows, k, a_ld);
   g.tma_b = Cfg::make_tma_b(b, n_all, k, n_all);
+  // Clusters: each CTA multicasts one half of the B tile through this view.
+  if constexpr (Cfg::kClusterM > 1) g.tma_gate = Cfg::make_tma_b_half(b, n_all, k, n_all);
   g.rows = rows;
   g.k = k;
   g.n_all = n_all;
@@ -59,7 +62,40 @@ inline bool tma_compatible(const void* base, long long row_stride_elems, int ele
   return reinterpret_cast<uintptr_t>(base) % 16 == 0 && (row_stride_elems * elem_bytes) % 16 == 0;
 }
 
-// Runs schedule positions [p.begin, p.end) on at most one CTA per SM.
+// Clusters of Cfg::kClusterM CTAs that fit the device at once (one CTA per
+// SM); sm_count / kClusterM where the occupancy query fails. Asked once per
+// configuration and SM count.
+template <class Cfg>
+int max_active_clusters(int sm_count) {
+  static std::mutex mu;
+  static int cached_sms = -1, cached = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached_sms == sm_count) return cached;
+  auto kernel = chain_kernel_sm90<Cfg>;
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = Cfg::kClusterM;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.gridDim = dim3(Cfg::kClusterM * (sm_count / Cfg::kClusterM), 1, 1);
+  config.blockDim = dim3(Cfg::kThreads, 1, 1);
+  config.dynamicSmemBytes = Cfg::kSmemBytes;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  int n = 0;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess ||
+      cudaOccupancyMaxActiveClusters(&n, kernel, &config) != cudaSuccess || n < 1) {
+    (void)cudaGetLastError();
+    n = sm_count / Cfg::kClusterM;
+  }
+  cached_sms = sm_count;
+  cached = std::min(n, sm_count / Cfg::kClusterM);
+  return cached;
+}
+
+// Runs schedule positions [p.begin, p.end) on at most one CTA per SM
+// (clusters: one cluster per position).
 // Fails with cudaErrorNoKernelImageForDevice where the build holds no sm_90a
 // image: the kernel body of every other target is empty.
 template <class Cfg>
@@ -77,9 +113,31 @@ cudaError_t launch_chain(const ChainParams<Cfg>& p, int sm_count, cudaStream_t s
   if (e != cudaSuccess) return e;
   const int work = p.end - p.begin;
   if (work <= 0) return cudaSuccess;
-  const int grid = std::min(sm_count, work);
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  if constexpr (Cfg::kClusterM == 1) {
+    const int grid = std::min(sm_count, work);
+    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+    return cudaGetLastError();
+  } else {
+    // A persistent grid of clusters: at most one per position, and no more
+    // than fit the device at once.
+    cudaLaunchConfig_t config{};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = Cfg::kClusterM;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.blockDim = dim3(Cfg::kThreads, 1, 1);
+    config.dynamicSmemBytes = Cfg::kSmemBytes;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    const int clusters = max_active_clusters<Cfg>(sm_count);
+    if (clusters < 1) return cudaErrorInvalidConfiguration;
+    config.gridDim = dim3(Cfg::kClusterM * std::min(clusters, work), 1, 1);
+    e = cudaLaunchKernelEx(&config, kernel, p);
+    if (e != cudaSuccess) return e;
+    return cudaGetLastError();
+  }
 }
 
 }  // namespace cusync_sm90
