@@ -89,9 +89,25 @@ FALLBACK = "xla (fallback)"
 
 
 def order_kwargs(text: str) -> dict:
-    """'grouped:4' -> plan_mlp(order="grouped", group_rows=4); 'column_major' -> order only."""
-    name, _, band = text.partition(":")
-    return dict(order=name, **({"group_rows": int(band)} if band else {}))
+    """A variant spec -> plan_mlp keyword arguments. Comma-separated parts: a
+    tile order ('grouped:4' -> order="grouped", group_rows=4; 'column_major'),
+    'tile=128x64x64', 'cluster=2' (cluster_m)."""
+    kw = {}
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        if eq and key == "tile":
+            kw["tile"] = cs.TileShape(*(int(v) for v in value.split("x")))
+        elif eq and key == "cluster":
+            kw["cluster_m"] = int(value)
+        elif eq:
+            raise ValueError(f"unknown variant part {part!r}")
+        else:
+            name, _, band = part.partition(":")
+            if name not in cs.planner.TILE_ORDERS or (band and (name != "grouped" or not band.isdigit()
+                                                               or int(band) < 1)):
+                raise ValueError(f"unknown tile order {part!r}")
+            kw.update(order=name, **({"group_rows": int(band)} if band else {}))
+    return kw
 
 
 def order_text(plan) -> str:
@@ -104,7 +120,8 @@ def describe(plan) -> str:
         return FALLBACK
     t1, t2 = plan.tile1, plan.tile2
     tile = f"{t1.m}x{t1.n}x{t1.k}" + ("" if t1 == t2 else f"/{t2.m}x{t2.n}x{t2.k}")
-    return f"{tile} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}"
+    cluster = f" cluster {plan.cluster_m}x1" if plan.cluster_m > 1 else ""
+    return f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}"
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
@@ -117,8 +134,14 @@ def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, d
     for impl, kwargs in variants(activation, orders).items():
         plan = None
         if kwargs is not None:
-            plan = cs.plan_mlp(tokens, hidden, ffn, activation=activation, device=device,
-                               dtype=dtype_name, **kwargs).plan
+            try:
+                plan = cs.plan_mlp(tokens, hidden, ffn, activation=activation, device=device,
+                                   dtype=dtype_name, **kwargs).plan
+            except ValueError as e:
+                if "@" not in impl:
+                    raise
+                print(f"  skipping {impl}: {e}")  # e.g. cluster=2 has no SwiGLU form
+                continue
             plans[impl] = describe(plan)
         timed[impl] = (timing.chained(step_for(kwargs, activation, plan), iters), ops, iters)
     ms = timing.alternate(timed, rounds)
@@ -194,10 +217,10 @@ def plot(rows, path: pathlib.Path):
 
 
 def order_arg(text: str) -> str:
-    name, _, band = text.partition(":")
-    if name not in cs.planner.TILE_ORDERS or (band and (name != "grouped" or not band.isdigit()
-                                                       or int(band) < 1)):
-        raise argparse.ArgumentTypeError(f"unknown tile order {text!r}")
+    try:
+        order_kwargs(text)
+    except (ValueError, TypeError) as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
     return text
 
 
@@ -211,8 +234,9 @@ def main(argv=None):
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant (>= 20)")
     ap.add_argument("--orders", nargs="*", default=[], type=order_arg,
-                    help="extra tile orders to time (serial and fused, both GEMMs): row_major, "
-                         "column_major, grouped or grouped:<band rows>")
+                    help="extra variants to time (serial and fused, both GEMMs), each a tile order "
+                         "(row_major, column_major, grouped or grouped:<band rows>) and/or "
+                         "tile=<m>x<n>x<k>, cluster=2, comma-separated: grouped:4,tile=128x64x64")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench" / "results",
