@@ -41,6 +41,8 @@ class KernelConfig:
     swiglu_strided: bool = True
     # The tile order plans take unless told otherwise (tile_order.h).
     default_order: str = "row_major"
+    # Whether the configuration has a SwiGLU form (gate and up in one tile).
+    swiglu: bool = True
 
     def runs_on(self, arch: int) -> bool:
         return self.min_arch <= arch <= self.max_arch
@@ -74,6 +76,12 @@ CUDA_CONFIGS = (
                  relative_rate=0.85, swiglu_strided=False, default_order="grouped"),
     KernelConfig(1, TileShape(128, 256, 64), 1, "sm90_128x256x64", min_arch=90, max_arch=90,
                  relative_rate=0.85, swiglu_strided=False, default_order="grouped"),
+    # 128x96 (pingpong, no SwiGLU form): at few tokens 96-wide tiles fill the
+    # 132 SMs where 128-wide ones leave a quarter idle (GPT-3, 256 tokens: 128
+    # producer tiles instead of 96), the tile XLA's dot takes there. Its rate
+    # per SM is taken as 128x128's until measured.
+    KernelConfig(1, TileShape(128, 96, 64), 1, "sm90_128x96x64", min_arch=90, max_arch=90,
+                 relative_rate=0.85, swiglu_strided=False, default_order="grouped", swiglu=False),
 )
 
 

@@ -401,9 +401,13 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         # Any tile shape is valid for the wave model; running it on a GPU
         # checks it against the compiled kernels.
         known = [c for c in runnable if c.tile == tiles[0]]
+        if known and slices > 1 and not known[0].swiglu:
+            t = tiles[0]
+            raise ValueError(f"tile: {t.m}x{t.n}x{t.k} has no SwiGLU form; activation {activation!r} "
+                             f"takes one of {[_tile_text(c.tile) for c in runnable if c.swiglu]}")
         candidates = [(tiles[0], tiles[1], known[0] if known else None)]
     elif runnable:
-        candidates = [(c.tile, c.tile, c) for c in runnable]
+        candidates = [(c.tile, c.tile, c) for c in runnable if slices == 1 or c.swiglu]
     else:
         raise ValueError(f"device: no CUDA kernel of this build runs on {model.name} "
                          f"(compute capability {model.arch / 10:.1f}); the kernels need 8.0 or 9.0")
@@ -439,6 +443,10 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     if tuned and cost > rep.makespan_stream * per_sm:
         return _as_fallback(rep, "model")
     return rep
+
+
+def _tile_text(t: TileShape) -> str:
+    return f"{t.m}x{t.n}x{t.k}"
 
 
 def _as_fallback(rep: MlpPlanReport, source: str) -> MlpPlanReport:

@@ -64,7 +64,21 @@ def test_policy_mode_dtype_match_reference(activation, mode, policy, dtype):
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 def test_every_compiled_tile(config, mode, activation):
     ops = mlp_inputs(7, 333, 384, 520, 392, jnp.float16, swiglu=activation == "swiglu")
+    if activation == "swiglu" and not config.swiglu:
+        with pytest.raises(ValueError, match="no SwiGLU form"):
+            run(ops, activation, tile=config.tile, mode=mode, policy="rowsync")
+        return
     check(ops, activation, tile=config.tile, mode=mode, policy="rowsync")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["streams", "fused"])
+@pytest.mark.parametrize("policy", ["tilesync", "rowsync"])
+def test_tile96_consumer_k_blocks_span_two_producer_tiles(dtype, mode, policy):
+    # 96-wide producer tiles: the consumer's 64-wide k-block [64, 128) reads
+    # producer tiles 0 and 1 of its row (ffn 520: the last tile 40 wide).
+    ops = mlp_inputs(19, 300, 384, 520, 392, dtype)
+    check(ops, "gelu", tile=(128, 96, 64), mode=mode, policy=policy)
 
 
 @pytest.mark.parametrize("activation", ["identity", "relu", "gelu_tanh", "silu"])

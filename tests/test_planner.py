@@ -83,6 +83,14 @@ def test_auto_runs_in_stream_order_when_nothing_can_be_saved():
     assert cs.plan_mlp(256, 12288, 6144, device="h200", mode="fused").mode == "fused"
 
 
+def test_tiles_without_a_swiglu_form_are_not_planned_for_swiglu():
+    for tokens in (64, 256, 1024, 4096):
+        rep = cs.plan_mlp(tokens, 4096, 5632, activation="swiglu", device="h200", allow_fallback=False)
+        assert rep.plan.tile1 != cs.TileShape(128, 96, 64)
+    with pytest.raises(ValueError, match="128x96x64 has no SwiGLU form"):
+        cs.plan_mlp(256, 4096, 5632, activation="swiglu", device="h200", tile=(128, 96, 64))
+
+
 def test_kernel_families_follow_the_device_architecture():
     hopper = cs.plan_mlp(1024, 12288, 6144, device="h200")
     ampere = cs.plan_mlp(1024, 12288, 6144, device="a100")

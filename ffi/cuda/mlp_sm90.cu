@@ -177,10 +177,16 @@ Error launch_mlp_sm90(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStr
   const bool same = P.tile_rows == C.tile_rows && P.tile_cols == C.tile_cols && s.tile_k1 == s.tile_k2;
   const bool swiglu = P.slices == 2;
   const int n = P.tile_cols;
-  if (!same || P.tile_rows != 128 || s.tile_k1 != 64 || (n != 128 && n != 256)) {
+  if (!same || P.tile_rows != 128 || s.tile_k1 != 64 || (n != 96 && n != 128 && n != 256)) {
     return Error::InvalidArgument(
-        "cusync_jax: kernel family 1 runs tiles 128x128x64 and 128x256x64, the same for both GEMMs; the plan "
-        "asks for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2));
+        "cusync_jax: kernel family 1 runs tiles 128x96x64, 128x128x64 and 128x256x64, the same for both GEMMs; "
+        "the plan asks for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2));
+  }
+  if (n == 96) {
+    if (swiglu)
+      return Error::InvalidArgument("cusync_jax: kernel family 1 has no SwiGLU form of its 128x96x64 tiles; "
+                                    "take 128x128x64 or 128x256x64");
+    return b.bf16 ? run_mlp<ChainBF16x96>(s, b, stream, device) : run_mlp<ChainF16x96>(s, b, stream, device);
   }
   if (s.cluster_m != 1) {
     if (s.cluster_m != 2 || n != 128 || swiglu) {
@@ -229,14 +235,18 @@ Error launch_gemm_sm90(const void* a, const void* w, void* out, int* counter, in
                        const DeviceInfo& device) {
   if (n % 8 || k % 8)
     return Error::InvalidArgument("cusync_jax: gemm needs n and k to be multiples of 8 (16-byte TMA row strides)");
-  if (tile_n != 128 && tile_n != 256)
-    return Error::InvalidArgument("cusync_jax: gemm tile_n must be 128 or 256, got " + std::to_string(tile_n));
+  if (tile_n != 96 && tile_n != 128 && tile_n != 256)
+    return Error::InvalidArgument("cusync_jax: gemm tile_n must be 96, 128 or 256, got " + std::to_string(tile_n));
   if (cluster_m != 1) {
     if (cluster_m != 2 || tile_n != 128)
       return Error::InvalidArgument("cusync_jax: gemm runs cluster_m 1, or 2 with tile_n 128; got cluster_m " +
                                     std::to_string(cluster_m) + ", tile_n " + std::to_string(tile_n));
     return bf16 ? run_gemm<ChainBF16x128Cluster2>(a, w, out, counter, m, n, k, order, group_rows, stream, device)
                 : run_gemm<ChainF16x128Cluster2>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
+  }
+  if (tile_n == 96) {
+    return bf16 ? run_gemm<ChainBF16x96>(a, w, out, counter, m, n, k, order, group_rows, stream, device)
+                : run_gemm<ChainF16x96>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
   }
   if (bf16) {
     return tile_n == 128 ? run_gemm<ChainBF16x128>(a, w, out, counter, m, n, k, order, group_rows, stream, device)

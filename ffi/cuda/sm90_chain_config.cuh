@@ -3,12 +3,13 @@
 //
 // Operands: A [rows, K] row-major (K contiguous, "K-major"); B = a weight
 // [K, N] row-major (x @ w), which wgmma reads as an N x K "MN-major" operand.
-// Both are staged by TMA into 128-byte-swizzled shared memory, `kStages` deep.
-// A CTA has three warpgroups: one loads (TMA), two multiply. 128x128 tiles run
-// pingpong: each MMA warpgroup owns every other tile (all 128 rows), and the
-// two take turns on the tensor cores, so one's epilogue runs under the other's
-// mainloop. 128x256 tiles stay cooperative (64 rows per warpgroup): a whole
-// 128x256 fp32 tile does not fit one warpgroup's registers.
+// Both are staged by TMA into 128-byte-swizzled shared memory, `kStages` deep
+// (B of the 128x96 tiles: 64-byte, see BAtom).
+// A CTA has three warpgroups: one loads (TMA), two multiply. 128x96 and
+// 128x128 tiles run pingpong: each MMA warpgroup owns every other tile (all
+// 128 rows), and the two take turns on the tensor cores, so one's epilogue
+// runs under the other's mainloop. 128x256 tiles stay cooperative (64 rows per
+// warpgroup): a whole 128x256 fp32 tile does not fit one warpgroup's registers.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -18,6 +19,8 @@
 #include <cute/atom/mma_atom.hpp>
 #include <cutlass/numeric_types.h>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include <type_traits>
 
 // wgmma and setmaxnreg exist only in the sm_90a target; every other pass of
 // the build compiles the kernels to an empty body.
@@ -31,7 +34,7 @@ namespace cusync_sm90 {
 
 using namespace cute;
 
-// kTileN: tile width (128 or 256). kSwiglu: producer tiles multiply x by
+// kTileN: tile width (96, 128 or 256; 96 without SwiGLU). kSwiglu: producer tiles multiply x by
 // kTileN/2 gate columns and the same kTileN/2 up columns of w1 (two B views,
 // side by side in a stage), and the epilogue stores silu(gate) * up: h is a
 // plain [rows, F] matrix and the consumer a plain GEMM.
@@ -48,8 +51,9 @@ struct ChainConfig {
   static constexpr int kClusterM = kClusterM_;
   static_assert(kClusterM == 1 || (kClusterM == 2 && kTileN_ == 128 && !kSwiglu_),
                 "2x1 clusters: 128x128 plain tiles only");
+  static_assert(kTileN_ % 64 == 0 || !kSwiglu_, "SwiGLU tiles split into two halves of whole 32-column atoms");
   using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
-  static constexpr bool kPingpong = kTileN == 128;
+  static constexpr bool kPingpong = kTileN <= 128;
   static constexpr int kGroupsPerTile = kPingpong ? 1 : 2;  // MMA warpgroups on one tile
   static constexpr int kLoadThreads = 128;
   static constexpr int kMmaThreads = 256;
@@ -71,17 +75,26 @@ struct ChainConfig {
 
   using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
                                              make_shape(TileM{}, TileK{}, Stages{})));
-  // B's swizzle atoms are 64 (N) x 8 (K); stacking them along K first makes
-  // each 64-column strip of a stage one contiguous 64 x 64 TMA box (N-first
-  // stacking would cut the stage into 1 KB boxes, one TMA instruction each).
-  using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
-                                             make_shape(TileN{}, TileK{}, Stages{}),
+  // B is N-contiguous (MN-major): a swizzle row holds 64 columns with the
+  // 128-byte swizzle, 32 with the 64-byte one. A width that is not a multiple
+  // of 64 (96) takes the 64-byte one: a TMA box narrower than its swizzle row
+  // lands in a smem image wgmma cannot read.
+  template <int cols>
+  using BAtom = std::conditional_t<cols % 64 == 0, GMMA::Layout_MN_SW128_Atom<Element>,
+                                   GMMA::Layout_MN_SW64_Atom<Element>>;
+  // B's swizzle atoms are (64 or 32 N) x 8 K; stacking them along K first
+  // makes each atom-wide strip of a stage one contiguous TMA box of all 64 K
+  // (N-first stacking would cut the stage into one-atom boxes, one TMA
+  // instruction each).
+  using SmemLayoutB = decltype(tile_to_shape(BAtom<kTileN>{}, make_shape(TileN{}, TileK{}, Stages{}),
                                              Step<_2, _1, _3>{}));
   // One half (kTileN/2 columns) of a B stage: with K-first stacking the two
-  // halves of a stage are contiguous, each laid out like this.
-  using HalfN = Int<kTileN / 2>;
-  using SmemLayoutBHalf = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
-                                                 make_shape(HalfN{}, TileK{}), Step<_2, _1>{}));
+  // halves of a stage are contiguous, each laid out like this. Only SwiGLU
+  // producers and clusters load through it (kTileN 128 or 256); elsewhere it
+  // only has to be a well-formed type, so a 96-wide tile takes a whole one.
+  using HalfN = Int<(kTileN % 64 == 0) ? kTileN / 2 : kTileN>;
+  using SmemLayoutBHalf = decltype(tile_to_shape(BAtom<HalfN::value>{}, make_shape(HalfN{}, TileK{}),
+                                                 Step<_2, _1>{}));
 
   using MmaAtom = decltype(SM90::GMMA::ss_op_selector<Element, Element, float,
                                                       Shape<_64, TileN, TileK>, GMMA::Major::K,

@@ -1,7 +1,8 @@
 // The compiled configurations of the Hopper GEMM-chain kernel. Each is
 // instantiated once, in sm90_chain_f16.cu or sm90_chain_bf16.cu (two files so
-// a two-core build compiles them side by side), the 2x1-cluster ones in
-// sm90_chain_cluster.cu; users see only the declarations below.
+// a two-core build compiles them side by side), the 128x96 ones in
+// sm90_chain_n96.cu, the 2x1-cluster ones in sm90_chain_cluster.cu; users see
+// only the declarations below.
 // cusync_jax/kernels.py lists the same tiles (kernel 1).
 #pragma once
 
@@ -9,6 +10,10 @@
 
 namespace cusync_sm90 {
 
+// 128x96 (no SwiGLU form): at few tokens, 96-wide tiles fill 132 SMs where
+// 128-wide ones leave a quarter idle (GPT-3 at 256 tokens: 128 tiles, not 96).
+using ChainF16x96 = ChainConfig<cute::half_t, 96, false>;
+using ChainBF16x96 = ChainConfig<cute::bfloat16_t, 96, false>;
 using ChainF16x128 = ChainConfig<cute::half_t, 128, false>;
 using ChainF16x256 = ChainConfig<cute::half_t, 256, false>;
 using ChainF16x128Swiglu = ChainConfig<cute::half_t, 128, true>;
@@ -46,7 +51,12 @@ using ChainBF16x128Cluster2 = ChainConfig<cute::bfloat16_t, 128, false, 2>;
   CUSYNC_SM90_CHAIN_CLUSTER_INSTANCE(EXTERN, ChainF16x128Cluster2) \
   CUSYNC_SM90_CHAIN_CLUSTER_INSTANCE(EXTERN, ChainBF16x128Cluster2)
 
+#define CUSYNC_SM90_CHAIN_N96_INSTANCES(EXTERN) \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x96) \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x96)
+
 CUSYNC_SM90_CHAIN_F16_INSTANCES(extern)
+CUSYNC_SM90_CHAIN_N96_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_BF16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_CLUSTER_INSTANCES(extern)
 

@@ -22,6 +22,10 @@
 // through two views, and the epilogue stores silu(gate + b) * (up + b). The
 // consumer is then a plain GEMM on h [rows, F].
 //
+// Where producer tiles are not a multiple of 64 columns wide (128x96), a
+// consumer k-block can read two producer tiles per row: the waits below cover
+// every producer tile of a k-block.
+//
 // 2x1 clusters (Cfg::kClusterM == 2): a position is a pair of row tiles
 // (2r, 2r+1) of one column tile; (r, col) is the stage's order applied to a
 // grid of ceil(rows/2) pair rows (kGrouped bands of ceil(group_rows/2) pair
