@@ -78,10 +78,12 @@ CUDA_CONFIGS = (
                  relative_rate=0.85, swiglu_strided=False, default_order="grouped"),
     # 128x96 (pingpong, no SwiGLU form): at few tokens 96-wide tiles fill the
     # 132 SMs where 128-wide ones leave a quarter idle (GPT-3, 256 tokens: 128
-    # producer tiles instead of 96), the tile XLA's dot takes there. Its rate
-    # per SM is taken as 128x128's until measured.
+    # producer tiles instead of 96), the tile XLA's dot takes there. Measured
+    # (bench/results/h200-gemm.json, af4d230): 0.73-0.84x of 128x128's rate
+    # per SM from 1024 rows on (its 64-byte-swizzled B); at 256 rows level with
+    # it on the GEMMs and 5-9 % faster on GPT-3's MLP.
     KernelConfig(1, TileShape(128, 96, 64), 1, "sm90_128x96x64", min_arch=90, max_arch=90,
-                 relative_rate=0.85, swiglu_strided=False, default_order="grouped", swiglu=False),
+                 relative_rate=0.66, swiglu_strided=False, default_order="grouped", swiglu=False),
 )
 
 

@@ -332,8 +332,9 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     cluster_m: 1, or 2 to run the Hopper kernel (family 1) in 2x1 clusters:
     two CTAs compute vertically adjacent 128x128 tiles of one column and load
     each weight tile once for both (TMA multicast). Only 128x128x64 tiles
-    (the default with cluster_m=2) and activations other than SwiGLU; an
-    explicit choice, never made automatically.
+    (the default with cluster_m=2) and activations other than SwiGLU. The
+    wave model does not model it: policy="auto" takes it only where the
+    measured table (cusync_jax/tuned) says it won.
     """
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
         if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
@@ -389,7 +390,7 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
             rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
                            tile=choice.tile, policy=choice.policy, mode=choice.mode,
                            order=choice.order, group_rows=choice.group_rows,
-                           optimizations=optimizations, cpu=cpu)
+                           cluster_m=choice.cluster_m, optimizations=optimizations, cpu=cpu)
             return dataclasses.replace(rep, source="measured")
 
     # Candidates: (tile1, tile2, kernel config or None for the CPU / a model).

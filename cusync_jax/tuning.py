@@ -36,6 +36,7 @@ class TunedChoice:
     speedup_over_xla: float   # measured; < 1 never wins (it falls back)
     order: Optional[str] = None  # tile order of both GEMMs; None: the planner's
     group_rows: int = 8          # the grouped order's band height
+    cluster_m: int = 1           # Hopper kernel: CTAs per cluster along the rows
 
     @property
     def fallback(self) -> bool:
@@ -70,7 +71,8 @@ def _choice(entry: dict) -> TunedChoice:
     tile = TileShape(*entry["tile"]) if entry.get("tile") else None
     policy = policy_from_name(entry["policy"]) if entry.get("policy") else None
     return TunedChoice(entry["impl"], entry["tokens"], policy, entry["mode"], tile,
-                       entry["speedup_over_xla"], entry.get("order"), entry.get("group_rows", 8))
+                       entry["speedup_over_xla"], entry.get("order"), entry.get("group_rows", 8),
+                       entry.get("cluster_m", 1))
 
 
 def lookup(device_name: str, tokens: int, hidden: int, ffn: int, out: int, activation: str,

@@ -17,13 +17,16 @@ SHAPE = dict(hidden=1024, ffn=512, out=1024, activation="gelu")
 @pytest.fixture
 def table(tmp_path, monkeypatch):
     """A tuned table for a made-up device "t100" (the H200's SM count)."""
-    def entry(tokens, dtype, impl, policy=None, mode="xla", tile=None, speedup=0.9, order=None):
+    def entry(tokens, dtype, impl, policy=None, mode="xla", tile=None, speedup=0.9, order=None,
+              **more):
         return dict(SHAPE, dtype=dtype, tokens=tokens, impl=impl, policy=policy, mode=mode,
-                    tile=tile, speedup_over_xla=speedup, order=order)
+                    tile=tile, speedup_over_xla=speedup, order=order, **more)
     entries = [entry(256, "float16", "xla"),
                entry(1024, "float16", "RowSync-fused@column_major", "RowSync", "fused",
                      [128, 256, 64], 1.2, "column_major"),
-               entry(1024, "bfloat16", "serial", "RowSync", "serial", [128, 128, 64], 1.05)]
+               entry(1024, "bfloat16", "serial", "RowSync", "serial", [128, 128, 64], 1.05),
+               entry(2048, "float16", "RowSync-fused@cluster=2", "RowSync", "fused", [128, 128, 64],
+                     1.1, "grouped", cluster_m=2)]
     (tmp_path / "t100-mlp.json").write_text(json.dumps({"entries": entries}))
     monkeypatch.setattr(tuning, "TABLE_DIR", tmp_path)
     tuning._table.cache_clear()
@@ -44,6 +47,12 @@ def test_measured_winner_is_planned(table):
     # The nearest measured token count stands in, within a factor of 1.5.
     assert cs.plan_mlp(1300, 1024, 512, device=table, dtype="float16").mode == "fused"
     assert cs.plan_mlp(1024, 1024, 512, device=table, dtype="bfloat16").mode == "serial"
+    # A measured cluster winner is planned with its cluster (entries written
+    # before clusters existed run without one).
+    rep = cs.plan_mlp(2048, 1024, 512, device=table, dtype="float16")
+    assert rep.source == "measured" and rep.plan.cluster_m == 2 and rep.mode == "fused"
+    assert rep.plan.attributes(0)["cluster_m"] == 2
+    assert cs.plan_mlp(1024, 1024, 512, device=table, dtype="float16").plan.cluster_m == 1
 
 
 def test_measured_loss_falls_back_to_xla(table):
@@ -158,6 +167,9 @@ def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path)
     assert near["impl"] == "xla" and near["mode"] == "xla"
     # A plan written before orders were printed ran row-major.
     assert tune.parse_plan("128x256x64 TileSync fused")[3] == "row_major"
+    assert tune.parse_plan("128x128x64 cluster 2x1 RowSync fused grouped") == (
+        [128, 128, 64], "RowSync", "fused", "grouped", 8, 2)
+    assert tune.parse_plan("128x128x64 RowSync fused")[5] == 1
 
 
 def test_float32_on_a_gpu_runs_xla_under_auto(table):
