@@ -233,7 +233,7 @@ def main(argv=None):
     ap.add_argument("--tokens", type=int, nargs="+", default=list(TOKENS))
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant (>= 20)")
-    ap.add_argument("--orders", nargs="*", default=[], type=order_arg,
+    ap.add_argument("--variants", "--orders", dest="orders", nargs="*", default=[], type=order_arg,
                     help="extra variants to time (serial and fused, both GEMMs), each a tile order "
                          "(row_major, column_major, grouped or grouped:<band rows>) and/or "
                          "tile=<m>x<n>x<k>, cluster=2, comma-separated: grouped:4,tile=128x64x64")
