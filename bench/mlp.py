@@ -125,13 +125,15 @@ def describe(plan) -> str:
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
-             orders=()):
+             orders=(), skip=()):
     dtype = DTYPES[dtype_name]
     ops = make_inputs(tokens, hidden, ffn, activation, dtype, seed)
     flops = 2 * tokens * hidden * ffn * (2 if activation == "swiglu" else 1) + 2 * tokens * ffn * hidden
     iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9))
     timed, plans = {}, {}
     for impl, kwargs in variants(activation, orders).items():
+        if impl in skip:
+            continue
         plan = None
         if kwargs is not None:
             try:
@@ -237,11 +239,16 @@ def main(argv=None):
                     help="extra variants to time (serial and fused, both GEMMs), each a tile order "
                          "(row_major, column_major, grouped or grouped:<band rows>) and/or "
                          "tile=<m>x<n>x<k>, cluster=2, comma-separated: grouped:4,tile=128x64x64")
+    ap.add_argument("--skip", nargs="*", default=[],
+                    help="variants to leave out (names as printed, e.g. TileSync-streams); xla, serial "
+                         "and auto always run")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench" / "results",
                     help="writes <device>-mlp.json and .png here (default bench/results)")
     args = ap.parse_args(argv)
+    if {"xla", "serial", "auto"} & set(args.skip):
+        ap.error("--skip: xla, serial and auto are the references every case needs")
 
     if (args.hidden is None) != (args.ffn is None):
         ap.error("--hidden and --ffn go together")
@@ -268,7 +275,7 @@ def main(argv=None):
         for model, (hidden, ffn, activation) in models.items():
             for i, tokens in enumerate(args.tokens):
                 case = run_case(model, hidden, ffn, activation, dtype, tokens, args.rounds, seed=i,
-                                device=planner_device, orders=args.orders)
+                                device=planner_device, orders=args.orders, skip=set(args.skip))
                 print_case(case)
                 rows.extend(case)
                 write(rows)  # after every case: a run cut short keeps what it measured
