@@ -146,9 +146,14 @@ def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, d
                 continue
             plans[impl] = describe(plan)
         timed[impl] = (timing.chained(step_for(kwargs, activation, plan), iters), ops, iters)
-    ms = timing.alternate(timed, rounds)
+    samples = {}
+    ms = timing.alternate(timed, rounds, samples_out=samples)
     shape = dict(hidden=hidden, ffn=ffn, out=hidden, activation=activation)
+    # Per-round times too: over_xla_paired, the median over rounds of xla / impl
+    # within one round, cancels the drift of the GPU's clocks between rounds.
     return [dict(model=model, dtype=dtype_name, tokens=tokens, impl=impl, ms=round(t, 5),
+                 over_xla_paired=round(timing.paired_ratio(samples["xla"], samples[impl]), 4),
+                 rounds_ms=[round(v, 5) for v in samples[impl]],
                  **({"plan": plans[impl]} if impl in plans else {}),
                  **({"fallback": plans[impl] == FALLBACK} if impl == "auto" else {}), **shape)
             for impl, t in ms.items()]
@@ -158,9 +163,10 @@ def print_case(rows):
     by = {r["impl"]: r["ms"] for r in rows}
     r0 = rows[0]
     print(f"\n{r0['model']} {r0['dtype']} tokens={r0['tokens']}")
-    print(f"  {'impl':<30}{'ms':>9}{'vs xla':>9}{'vs serial':>11}  plan")
+    print(f"  {'impl':<30}{'ms':>9}{'vs xla':>9}{'paired':>8}{'vs serial':>11}  plan")
     for r in rows:
-        print(f"  {r['impl']:<30}{r['ms']:>9.4f}{by['xla'] / r['ms']:>9.3f}"
+        paired = r.get("over_xla_paired", float("nan"))
+        print(f"  {r['impl']:<30}{r['ms']:>9.4f}{by['xla'] / r['ms']:>9.3f}{paired:>8.3f}"
               f"{by['serial'] / r['ms']:>11.3f}  {r.get('plan', '')}")
 
 

@@ -14,7 +14,7 @@ import math
 import statistics
 import subprocess
 import time
-from typing import Callable, Dict, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import jax
 
@@ -40,8 +40,12 @@ def launch_ms(fn: Callable, args: Sequence) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def alternate(variants: Dict[str, tuple], rounds: int, warmup: int = 2) -> Dict[str, float]:
-    """variants: name -> (chained fn, args, iters). Returns name -> median ms per call."""
+def alternate(variants: Dict[str, tuple], rounds: int, warmup: int = 2,
+              samples_out: Optional[Dict[str, list]] = None) -> Dict[str, float]:
+    """variants: name -> (chained fn, args, iters). Returns name -> median ms per call;
+    samples_out, if given, receives each variant's per-round times (round r of
+    every variant ran in the same pass, so ratios of same-round samples cancel
+    the GPU's slow drifts: see paired_ratio)."""
     for fn, args, _ in variants.values():
         for _ in range(warmup):
             launch_ms(fn, args)
@@ -52,7 +56,15 @@ def alternate(variants: Dict[str, tuple], rounds: int, warmup: int = 2) -> Dict[
         for name in names[r % len(names):] + names[:r % len(names)]:
             fn, args, iters = variants[name]
             samples[name].append(launch_ms(fn, args) / iters)
+    if samples_out is not None:
+        samples_out.update(samples)
     return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float]) -> float:
+    """Median over rounds of a[r] / b[r]: how much faster b ran than a, paired
+    by round."""
+    return statistics.median(x / y for x, y in zip(a, b))
 
 
 def git_state(root) -> tuple:

@@ -28,6 +28,8 @@ def test_mlp_bench(tmp_path):
     impls = {r["impl"] for r in result["rows"]}
     assert {"xla", "serial", "RowSync-fused", "serial@grouped:2,tile=32x64x64", "auto"} <= impls
     assert "TileSync-streams" not in impls
+    xla = next(r for r in result["rows"] if r["impl"] == "xla")
+    assert xla["over_xla_paired"] == 1.0 and len(xla["rounds_ms"]) == 1
     plans = {r["impl"]: r.get("plan", "") for r in result["rows"]}
     assert plans["serial@grouped:2,tile=32x64x64"].startswith("32x64x64 ")
     assert result["commit"] == "abc" and result["dirty"] is False
