@@ -119,7 +119,7 @@ def describe(plan) -> str:
     if plan.fallback:
         return FALLBACK
     t1, t2 = plan.tile1, plan.tile2
-    tile = f"{t1.m}x{t1.n}x{t1.k}" + ("" if t1 == t2 else f"/{t2.m}x{t2.n}x{t2.k}")
+    tile = t1.text + ("" if t1 == t2 else f"/{t2.text}")
     cluster = f" cluster {plan.cluster_m}x1" if plan.cluster_m > 1 else ""
     return f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}"
 

@@ -21,6 +21,11 @@ class TileShape:
             if not isinstance(v, int) or v <= 0:
                 raise ValueError(f"tile: {name} must be a positive int, got {v!r}")
 
+    @property
+    def text(self) -> str:
+        """'128x128x64'."""
+        return f"{self.m}x{self.n}x{self.k}"
+
 
 @dataclasses.dataclass(frozen=True)
 class KernelConfig:
@@ -108,5 +113,5 @@ def cuda_config_for(tile: TileShape, configs=CUDA_CONFIGS) -> KernelConfig:
         if c.tile == tile:
             return c
     raise ValueError(
-        f"tile: the CUDA backend has no kernel for tile {tile.m}x{tile.n}x{tile.k}; "
-        f"available: {[f'{c.tile.m}x{c.tile.n}x{c.tile.k}' for c in configs]}")
+        f"tile: the CUDA backend has no kernel for tile {tile.text}; "
+        f"available: {[c.tile.text for c in configs]}")

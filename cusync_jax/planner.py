@@ -403,9 +403,8 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         # checks it against the compiled kernels.
         known = [c for c in runnable if c.tile == tiles[0]]
         if known and slices > 1 and not known[0].swiglu:
-            t = tiles[0]
-            raise ValueError(f"tile: {t.m}x{t.n}x{t.k} has no SwiGLU form; activation {activation!r} "
-                             f"takes one of {[_tile_text(c.tile) for c in runnable if c.swiglu]}")
+            raise ValueError(f"tile: {tiles[0].text} has no SwiGLU form; activation {activation!r} "
+                             f"takes one of {[c.tile.text for c in runnable if c.swiglu]}")
         candidates = [(tiles[0], tiles[1], known[0] if known else None)]
     elif runnable:
         candidates = [(c.tile, c.tile, c) for c in runnable if slices == 1 or c.swiglu]
@@ -444,10 +443,6 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     if tuned and cost > rep.makespan_stream * per_sm:
         return _as_fallback(rep, "model")
     return rep
-
-
-def _tile_text(t: TileShape) -> str:
-    return f"{t.m}x{t.n}x{t.k}"
 
 
 def _as_fallback(rep: MlpPlanReport, source: str) -> MlpPlanReport:
