@@ -44,13 +44,24 @@ def step_for(fn):
     return step
 
 
+def parse_order(text: str) -> tuple:
+    """'row_major', 'grouped' or 'grouped:16' -> (variant name part, order, group_rows)."""
+    order, _, band = text.partition(":")
+    if order not in GEMM_ORDERS or (band and (order != "grouped" or not band.isdigit() or int(band) < 1)):
+        raise argparse.ArgumentTypeError(f"expected one of {GEMM_ORDERS} or grouped:<rows>, got {text!r}")
+    return (f"grouped{band}" if band else order), order, int(band or 8)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rows", nargs="+", type=int, default=list(ROWS))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant")
-    ap.add_argument("--orders", nargs="+", default=["grouped", "row_major"], choices=list(GEMM_ORDERS),
-                    help="tile orders to time for each tile width")
+    ap.add_argument("--orders", nargs="+", default=["grouped", "row_major"], type=parse_order,
+                    help=f"tile orders to time for each tile width: {', '.join(GEMM_ORDERS)}, or "
+                         "grouped:<rows> for bands of that many tile rows (grouped: 8)")
+    ap.add_argument("--tiles", nargs="+", type=int, default=list(TILE_WIDTHS), choices=list(TILE_WIDTHS),
+                    help="tile widths to time")
     ap.add_argument("--cluster", type=int, choices=[0, 1], default=1,
                     help="also time the 2x1-cluster configuration (cluster_m=2)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
@@ -60,14 +71,15 @@ def main(argv=None):
 
     device = jax.devices()[0]
     variants = {"xla": jnp.dot}
-    for n in TILE_WIDTHS:
-        for order in args.orders:
-            variants[f"sm90_128x{n}_{order}"] = lambda a, w, n=n, o=order: gemm(a, w, tile_n=n, order=o)
+    for n in args.tiles:
+        for name, order, band in args.orders:
+            variants[f"sm90_128x{n}_{name}"] = lambda a, w, n=n, o=order, b=band: gemm(a, w, tile_n=n, order=o,
+                                                                                      group_rows=b)
     if args.cluster:
         # 2x1 clusters, B multicast (128x128 only).
-        for order in args.orders:
-            variants[f"sm90_128x128_{order}_c2"] = lambda a, w, o=order: gemm(a, w, tile_n=128, order=o,
-                                                                                cluster_m=2)
+        for name, order, band in args.orders:
+            variants[f"sm90_128x128_{name}_c2"] = lambda a, w, o=order, b=band: gemm(a, w, tile_n=128, order=o,
+                                                                                      group_rows=b, cluster_m=2)
     rows_out = []
     print(f"{'dtype':9s} {'M':>5s} {'N':>6s} {'K':>6s}  {'xla ms':>8s}  " +
           "  ".join(f"{v:>24s}" for v in variants if v != "xla") + "  best/xla")
