@@ -27,6 +27,7 @@ from cusync_jax.gemm import GEMM_ORDERS, TILE_WIDTHS, gemm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import timing  # noqa: E402
+from orders import parse_tile_order  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ROWS = (256, 1024, 2048, 4096)
@@ -44,12 +45,13 @@ def step_for(fn):
     return step
 
 
-def parse_order(text: str) -> tuple:
-    """'row_major', 'grouped' or 'grouped:16' -> (variant name part, order, group_rows)."""
-    order, _, band = text.partition(":")
-    if order not in GEMM_ORDERS or (band and (order != "grouped" or not band.isdigit() or int(band) < 1)):
-        raise argparse.ArgumentTypeError(f"expected one of {GEMM_ORDERS} or grouped:<rows>, got {text!r}")
-    return (f"grouped{band}" if band else order), order, int(band or 8)
+def order_arg(text: str) -> tuple:
+    """A tile order -> (its part of the variant name, gemm keyword arguments)."""
+    try:
+        kw = parse_tile_order(text, GEMM_ORDERS)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text.replace(":", ""), kw
 
 
 def main(argv=None):
@@ -57,7 +59,7 @@ def main(argv=None):
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rows", nargs="+", type=int, default=list(ROWS))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant")
-    ap.add_argument("--orders", nargs="+", default=["grouped", "row_major"], type=parse_order,
+    ap.add_argument("--orders", nargs="+", default=["grouped", "row_major"], type=order_arg,
                     help=f"tile orders to time for each tile width: {', '.join(GEMM_ORDERS)}, or "
                          "grouped:<rows> for bands of that many tile rows (grouped: 8)")
     ap.add_argument("--tiles", nargs="+", type=int, default=list(TILE_WIDTHS), choices=list(TILE_WIDTHS),
@@ -72,14 +74,12 @@ def main(argv=None):
     device = jax.devices()[0]
     variants = {"xla": jnp.dot}
     for n in args.tiles:
-        for name, order, band in args.orders:
-            variants[f"sm90_128x{n}_{name}"] = lambda a, w, n=n, o=order, b=band: gemm(a, w, tile_n=n, order=o,
-                                                                                      group_rows=b)
+        for name, kw in args.orders:
+            variants[f"sm90_128x{n}_{name}"] = lambda a, w, n=n, kw=kw: gemm(a, w, tile_n=n, **kw)
     if args.cluster:
         # 2x1 clusters, B multicast (128x128 only).
-        for name, order, band in args.orders:
-            variants[f"sm90_128x128_{name}_c2"] = lambda a, w, o=order, b=band: gemm(a, w, tile_n=128, order=o,
-                                                                                      group_rows=b, cluster_m=2)
+        for name, kw in args.orders:
+            variants[f"sm90_128x128_{name}_c2"] = lambda a, w, kw=kw: gemm(a, w, tile_n=128, cluster_m=2, **kw)
     rows_out = []
     print(f"{'dtype':9s} {'M':>5s} {'N':>6s} {'K':>6s}  {'xla ms':>8s}  " +
           "  ".join(f"{v:>24s}" for v in variants if v != "xla") + "  best/xla")

@@ -33,6 +33,7 @@ from cusync_jax.policies import policy_name
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import timing  # noqa: E402
+from orders import parse_tile_order  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODELS = {"gpt3": (12288, 6144, "gelu"), "llama": (8192, 2816, "swiglu")}
@@ -102,11 +103,7 @@ def order_kwargs(text: str) -> dict:
         elif eq:
             raise ValueError(f"unknown variant part {part!r}")
         else:
-            name, _, band = part.partition(":")
-            if name not in cs.planner.TILE_ORDERS or (band and (name != "grouped" or not band.isdigit()
-                                                               or int(band) < 1)):
-                raise ValueError(f"unknown tile order {part!r}")
-            kw.update(order=name, **({"group_rows": int(band)} if band else {}))
+            kw.update(parse_tile_order(part, cs.planner.TILE_ORDERS))
     return kw
 
 
