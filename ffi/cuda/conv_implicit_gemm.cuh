@@ -43,6 +43,11 @@ struct ConvShape {
   __host__ __device__ int pixels() const { return images * height * width; }
 };
 
+// k-blocks of the implicit GEMM: taps x channel blocks of kTileK.
+__host__ __device__ inline int conv_k_blocks(const ConvShape& s) {
+  return s.filter_r * s.filter_s * ((s.in_channels + kTileK - 1) / kTileK);
+}
+
 // (WMMA loads need 32-byte-aligned fragment pointers: rows of 80 and 144
 // bytes, fragments at multiples of 16 rows and 16 columns, stages of 10240
 // and 4608 bytes.)
@@ -143,14 +148,15 @@ template <class T>
 using FragB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, T, nvcuda::wmma::row_major>;
 using FragC = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>;
 
-// Computes the tile at (row0, col0) into sm.c. `wait(k_begin, k_end)` runs
+// Computes k-blocks [kb_begin, kb_end) of the tile at (row0, col0) (all of
+// them: 0 to conv_k_blocks(s)) into sm.c. `wait(k_begin, k_end)` runs
 // before each k-block's A tile is loaded (k in the GEMM's tap-major k index),
 // kStages - 1 k-blocks ahead of its multiply; every thread calls it, and it
 // must end with every thread past a barrier. With `reorder`, the B tile (no
 // dependency) is loaded before the wait.
 template <class T, class Wait>
 __device__ void conv_tile(const ConvShape& s, const T* in, bool coherent, const T* w, int row0, int col0,
-                          bool reorder, SharedStorage<T>& sm, Wait&& wait) {
+                          int kb_begin, int kb_end, bool reorder, SharedStorage<T>& sm, Wait&& wait) {
   const int warp = threadIdx.x / 32;
   const int wm = (warp % 4) * 32, wn = (warp / 4) * 32;
   FragC acc[2][2];
@@ -158,7 +164,6 @@ __device__ void conv_tile(const ConvShape& s, const T* in, bool coherent, const 
     for (int j = 0; j < 2; ++j) nvcuda::wmma::fill_fragment(acc[i][j], 0.f);
 
   const int channel_blocks = (s.in_channels + kTileK - 1) / kTileK;
-  const int k_blocks = s.filter_r * s.filter_s * channel_blocks;
   // Issues k-block kb's copies into its stage (a k-block is one tap's channel block).
   auto issue = [&](int kb) {
     const int tap = kb / channel_blocks, cb = (kb % channel_blocks) * kTileK;
@@ -172,16 +177,16 @@ __device__ void conv_tile(const ConvShape& s, const T* in, bool coherent, const 
   };
   // One commit group per k-block (empty past the end), so "all but the
   // newest kStages - 2 groups complete" means k-block kb has landed.
-  for (int kb = 0; kb < kStages - 1; ++kb) {
-    if (kb < k_blocks) issue(kb);
+  for (int kb = kb_begin; kb < kb_begin + kStages - 1; ++kb) {
+    if (kb < kb_end) issue(kb);
     sm80::cp_async_commit();
   }
-  for (int kb = 0; kb < k_blocks; ++kb) {
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
     sm80::cp_async_wait<kStages - 2>();
     // Every thread's copies of k-block kb have landed, and every warp is
     // done with k-block kb - 1, whose stage the next issue refills.
     __syncthreads();
-    if (kb + kStages - 1 < k_blocks) issue(kb + kStages - 1);
+    if (kb + kStages - 1 < kb_end) issue(kb + kStages - 1);
     sm80::cp_async_commit();
     const int st = kb % kStages;
     for (int kk = 0; kk < kTileK; kk += 16) {
