@@ -50,8 +50,29 @@ POLICIES = {"Conv2DTileSync": cs.Conv2DTileSync(3, 3), "TileSync": cs.TileSync()
             "RowSync": cs.RowSync()}
 
 
-def implementations():
-    """impl name -> fn(x, k1, k2, b1, b2) -> y."""
+def split_for(tiles: int, k_blocks: int, slots: int) -> int:
+    """Shares per tile that fill the GPU's slots once, keeping at least 4
+    k-blocks per share (the CUDA kernel's pipeline is 3 deep)."""
+    return max(1, min(slots // max(1, tiles), k_blocks // 4))
+
+
+def _split_synced(x, k1, k2, b1, b2, *, policy, mode, slots):
+    """The synced pair with split-K counts from split_for (per conv)."""
+    n, h, w, c0 = x.shape
+    c1, c2 = k1.shape[3], k2.shape[3]
+    tile = cs.kernels.CONV_CUDA_CONFIGS[0].tile
+    splits = []
+    for c_in, c_out, k in ((c0, c1, k1), (c1, c2, k2)):
+        tiles = -(-(n * h * w) // tile.m) * -(-c_out // tile.n)
+        splits.append(split_for(tiles, cs.conv_planner.conv_k_blocks(k.shape[:2], c_in, tile), slots))
+    plan = cs.plan_conv_pair(n, h, w, c0, c1, c2, filter1=k1.shape[:2], filter2=k2.shape[:2],
+                             device="h200", policy=policy, mode=mode, split_k=tuple(splits)).plan
+    return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, plan=plan)
+
+
+def implementations(split_k: bool = False):
+    """impl name -> fn(x, k1, k2, b1, b2) -> y. split_k: also the serial and
+    RowSync-fused pairs with split_for's shares ("...@split")."""
     impls = {"xla": lambda x, k1, k2, b1, b2: cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2,
                                                                      precision=None),
              "serial": lambda *a: _synced(*a, policy=cs.Conv2DTileSync(3, 3), mode="serial")}
@@ -60,6 +81,12 @@ def implementations():
             impls[f"{name}-{mode}"] = (lambda p, m: lambda *a: _synced(*a, policy=p, mode=m))(
                 policy, mode)
     impls["auto"] = lambda *a: _synced(*a)
+    if split_k:
+        slots = cs.H200.sms * 2  # two 256-thread CTAs per SM (44.5 KB of shared memory each)
+        for name, policy, mode in (("serial@split", cs.Conv2DTileSync(3, 3), "serial"),
+                                   ("RowSync-fused@split", cs.RowSync(), "fused")):
+            impls[name] = (lambda p, m: lambda *a: _split_synced(*a, policy=p, mode=m, slots=slots))(
+                policy, mode)
     return impls
 
 
@@ -126,6 +153,8 @@ def main():
     ap.add_argument("--reps", type=int, default=50, help="op calls inside one jit")
     ap.add_argument("--rounds", type=int, default=20,
                     help="timed launches per variant, variants alternated; the median is kept")
+    ap.add_argument("--split-k", action="store_true",
+                    help="also time serial and RowSync-fused with split-K shares (split_for)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", type=pathlib.Path, default=None)
@@ -140,7 +169,7 @@ def main():
     commit = args.commit or commit
     dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
     dtype = jnp.dtype(args.dtype)
-    impls = implementations()
+    impls = implementations(args.split_k)
     rows = []
     print(f"{'layer':24s} {'batch':>5s} " + " ".join(f"{n:>22s}" for n in impls))
     for layer in args.layers:

@@ -19,9 +19,9 @@ from jax.interpreters import batching, mlir
 from . import _backend, kernels
 from ._op_common import check_float_dtypes, check_mode, default_device, ffi_lowering, shape_of
 from .activations import ACTIVATIONS, apply_activation
-from .conv_planner import (FILTERS, ConvPairPlan, check_conv_activation, plan_conv_pair,
-                           resolve_conv_policy)
-from .planner import CpuOptions, sync_words
+from .conv_planner import (FILTERS, ConvPairPlan, check_conv_activation, conv_sync_words,
+                           plan_conv_pair, resolve_conv_policy)
+from .planner import CpuOptions
 from .policies import Optimizations
 
 synced_conv_pair_p = jex_core.Primitive("cusync_synced_conv_pair")
@@ -81,7 +81,7 @@ def _validate(x, k1, k2, b1, b2, residual, activation):
 def _abstract_eval(x, k1, b1, k2, b2, residual, *, plan: ConvPairPlan, activation: str):
     n, h, w, _ = x.shape
     c1, c2 = k1.shape[3], k2.shape[3]
-    words = sync_words(n * h * w, c1, 1, plan.tile1, _backend.SYNC_HEADER_WORDS)
+    words = conv_sync_words(n * h * w, c1, c2, plan, _backend.SYNC_HEADER_WORDS)
     return (jax.core.ShapedArray((n, h, w, c2), x.dtype),
             jax.core.ShapedArray((n, h, w, c1), x.dtype),
             jax.core.ShapedArray((words,), jnp.int32))

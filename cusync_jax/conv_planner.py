@@ -27,7 +27,37 @@ FILTERS = ((1, 1), (3, 3))
 class ConvPairPlan(MlpPlan):
     """Everything static a conv pair runs with (the MLP plan's fields: tiles of
     the two implicit GEMMs, policy, mode, tile orders, optimizations, kernel,
-    CPU options); hashable, so it is a primitive param."""
+    CPU options, and split_k); hashable, so it is a primitive param."""
+
+    # CTAs sharing one output tile's k-blocks, (producer, consumer), on the
+    # CUDA kernel (the CPU executor runs the same math unsplit). (1, 1): none.
+    split_k: tuple = (1, 1)
+
+    def attributes(self, activation_code: int) -> dict:
+        """The FFI attributes (names as in ffi/common/conv_spec.h)."""
+        return dict(super().attributes(activation_code), splits1=self.split_k[0],
+                    splits2=self.split_k[1])
+
+
+def conv_k_blocks(filter_: tuple, channels: int, tile: TileShape) -> int:
+    """k-blocks of a conv's implicit GEMM: filter taps x channel blocks of tile.k."""
+    return filter_[0] * filter_[1] * -(-channels // tile.k)
+
+
+def conv_sync_words(pixels: int, mid_channels: int, out_channels: int, plan: ConvPairPlan,
+                    header: int) -> int:
+    """The conv pair's sync buffer: the semaphores, then with split-K a count per
+    tile of each conv and (from a 4-word boundary) the float32 partial sums, one
+    tile per share (cusync/sync_layout.h, split_layout)."""
+    r1, c1 = grid(pixels, mid_channels, plan.tile1)
+    words = header + r1 * c1
+    s1, s2 = plan.split_k
+    if s1 <= 1 and s2 <= 1:
+        return words
+    r2, c2 = grid(pixels, out_channels, plan.tile2)
+    partials = -(-(words + r1 * c1 + r2 * c2) // 4) * 4
+    return (partials + s1 * r1 * c1 * plan.tile1.m * plan.tile1.n
+            + s2 * r2 * c2 * plan.tile2.m * plan.tile2.n)
 
 
 def check_conv_activation(activation) -> str:
@@ -92,7 +122,7 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
                    out_channels: Optional[int] = None, *, filter1=3, filter2=3,
                    activation: str = "relu", device="h200", tile=None, policy="auto",
                    mode="auto", optimizations: Optional[Optimizations] = None,
-                   cpu: Optional[CpuOptions] = None,
+                   cpu: Optional[CpuOptions] = None, split_k=(1, 1),
                    allow_fallback: bool = True) -> ConvPairPlanReport:
     """Plans y = conv(act(conv(x, k1)), k2) with x [images, height, width,
     in_channels], k1 [R1, S1, in_channels, mid_channels], k2 [R2, S2,
@@ -105,6 +135,14 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     XLA's own convolutions (``report.fallback``) where the wave model, at the
     kernel's measured rate against cuDNN, says they are faster; pass
     ``allow_fallback=False`` (or any explicit choice) to run the synced kernels.
+
+    split_k: (producer, consumer), how many CTAs share each output tile's
+    k-blocks on the CUDA kernel: float32 partial sums in the call's scratch
+    buffer, added by the share that ends last, which alone stores (and posts)
+    the tile. Deep layers at small batch have few tiles and long k loops
+    (ResNet's 7x7x512 at batch 1: 8 tiles of 144 k-blocks). (1, 1): none. At
+    most each conv's k-block count; an explicit choice the wave model does
+    not make.
     """
     for name, v in (("images", images), ("height", height), ("width", width),
                     ("in_channels", in_channels), ("mid_channels", mid_channels)):
@@ -119,6 +157,10 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     chosen_policy = resolve_conv_policy(policy, f2)
     tiles = _as_tiles(tile)
     model, on_cpu = resolve_device(device, cpu)
+    split_k = tuple(split_k) if isinstance(split_k, list) else split_k
+    if (not isinstance(split_k, tuple) or len(split_k) != 2
+            or any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in split_k)):
+        raise ValueError(f"split_k: expected (producer, consumer) positive ints, got {split_k!r}")
     run_mode = "fused" if mode == "auto" else mode
 
     if on_cpu:
@@ -144,8 +186,13 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
         slots = model.sms * min(model.ctas_per_sm(t1), model.ctas_per_sm(t2))
         d1 = [float(t1.m * t1.n * f1[0] * f1[1] * in_channels)] * n1  # multiply-adds per tile
         d2 = [float(t2.m * t2.n * f2[0] * f2[1] * mid_channels)] * n2
+        for name, s, f, c, t in (("producer", split_k[0], f1, in_channels, t1),
+                                 ("consumer", split_k[1], f2, mid_channels, t2)):
+            if s > conv_k_blocks(f, c, t):
+                raise ValueError(f"split_k: the {name} conv has {conv_k_blocks(f, c, t)} k-blocks "
+                                 f"({f[0]}x{f[1]} taps x {c} channels in blocks of {t.k}); {s} shares is more")
         plan = ConvPairPlan(t1, t2, pol, run_mode, "row_major", "row_major", optimizations,
-                            kernel, cpu)
+                            kernel, cpu, split_k=split_k)
         rep = ConvPairPlanReport(
             device=model.name, images=images, height=height, width=width,
             channels=(in_channels, mid_channels, out_channels), filters=(f1, f2),
@@ -159,7 +206,7 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
         if best is None or cost < best[0]:
             best = (cost, rep)
     cost, rep = best
-    automatic = chosen_policy is None and mode == "auto" and tiles is None
+    automatic = chosen_policy is None and mode == "auto" and tiles is None and split_k == (1, 1)
     # cuDNN modelled at full rate in stream order (as for the MLP).
     if automatic and allow_fallback and not on_cpu and cost > rep.makespan_stream:
         rep = dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, fallback=True))

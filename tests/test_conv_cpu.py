@@ -209,6 +209,38 @@ def test_plan_conv_pair_bad_arguments():
         cs.plan_conv_pair(1, 7, 7, 8, 8, filter2=5)
 
 
+def test_split_k_is_checked_sizes_the_sync_buffer_and_runs_unsplit_on_the_cpu():
+    # CUDA tiles 128x64x32: 7x7x512 at batch 1 has 8 tiles per conv of
+    # 9 taps x 16 channel blocks = 144 k-blocks.
+    rep = cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", split_k=(16, 8), policy="rowsync",
+                            mode="fused")
+    plan = rep.plan
+    assert plan.split_k == (16, 8) and not rep.fallback
+    attrs = plan.attributes(0)
+    assert (attrs["splits1"], attrs["splits2"]) == (16, 8)
+    words = cs.conv_planner.conv_sync_words(49, 512, 512, plan, 8)
+    # Semaphores (8 tiles), a count per tile of each conv, then a 128x64 fp32
+    # tile per share: 8 x 16 for the producer, 8 x 8 for the consumer.
+    assert words == -(-(8 + 8 + 8 + 8) // 4) * 4 + (8 * 16 + 8 * 8) * 128 * 64
+    unsplit = cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", policy="rowsync", mode="fused").plan
+    assert cs.conv_planner.conv_sync_words(49, 512, 512, unsplit, 8) == 8 + 8
+    assert (cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", split_k=[2, 2]).plan.split_k
+            == (2, 2))
+    for bad in [(0, 1), (1,), 2, (2.0, 1), (True, 1)]:
+        with pytest.raises(ValueError, match="split_k: expected"):
+            cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", split_k=bad)
+    with pytest.raises(ValueError, match="the consumer conv has 144 k-blocks"):
+        cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", split_k=(1, 145))
+    with pytest.raises(ValueError, match="the producer conv has 9 k-blocks"):
+        cs.plan_conv_pair(1, 7, 7, 3, 64, device="h200", split_k=(10, 1))
+    # The CPU executor runs the same math unsplit.
+    ops = conv_inputs(9, 2, 7, 7, 16, 32, 16, jnp.float32, residual=True)
+    split = cs.plan_conv_pair(2, 7, 7, 16, 32, 16, device="cpu", tile=(16, 16, 16),
+                              split_k=(3, 2)).plan
+    assert split.split_k == (3, 2)
+    assert rel_err(synced(*ops, plan=split), reference(*ops)) < 1e-4
+
+
 def test_handler_rechecks_shapes_when_python_is_bypassed():
     plan = cs.plan_conv_pair(2, 7, 7, 8, 16, 4, device="cpu").plan
     bad_k2 = jnp.ones((3, 3, 12, 4))

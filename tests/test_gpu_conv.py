@@ -52,6 +52,21 @@ def test_channel_counts_and_filters(c0, c1, c2, f1, f2):
         assert rel_err(synced(ops, mode=mode, **kw), reference(ops)) < TOL[jnp.float16], (mode, policy)
 
 
+@pytest.mark.parametrize("n,size,c0,c,split", [(1, 7, 512, 512, (16, 16)), (8, 14, 256, 256, (4, 2)),
+                                               (2, 13, 64, 64, (3, 5)), (1, 13, 3, 64, (2, 1))])
+def test_split_k_matches_xla_every_policy_and_mode(n, size, c0, c, split):
+    # Split-K: shares of a tile's k-blocks on different CTAs, the last to
+    # count adds the others' sums; producer tiles post once, from that share.
+    # (c0 = 3: 9 k-blocks of one tap each, the 2-byte load path.)
+    ops = conv_inputs(n + c + split[0], n, size, size, c0, c, c, jnp.float16, residual=True)
+    want = reference(ops)
+    for mode, policy in RUNS:
+        plan = cs.plan_conv_pair(n, size, size, c0, c, c, device=cs.planner.device_model(jax.devices()[0]),
+                                 policy=policy, mode=mode, split_k=split).plan
+        assert plan.split_k == split
+        assert rel_err(synced(ops, plan=plan), want) < TOL[jnp.float16], (mode, policy)
+
+
 def test_repeated_fused_runs_are_identical():
     ops = conv_inputs(5, 16, 14, 14, 256, 256, 256, jnp.bfloat16)
     first = np.asarray(synced(ops, mode="fused", policy=cs.TileSync()))

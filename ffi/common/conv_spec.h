@@ -10,6 +10,7 @@
 // k dimension is R2*S2*C1, tap-major (k = tap * C1 + channel).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -35,6 +36,9 @@ struct ConvPairSpec {
   Mode mode = Mode::kFused;
   int optimizations = 0;
   int kernel = 0;
+  // CUDA kernel: CTAs sharing each output tile's k-blocks, producer and
+  // consumer (1: none; the CPU executor runs the same math unsplit).
+  int splits1 = 1, splits2 = 1;
   // CPU executor controls (ignored on GPU), as in MlpSpec.
   int threads = 0;
   int delay_us = 0;
@@ -44,6 +48,13 @@ struct ConvPairSpec {
   int64_t pixels() const { return images * height * width; }
   int64_t producer_k() const { return int64_t{filter_r1} * filter_s1 * in_channels; }
   int64_t consumer_k() const { return int64_t{filter_r2} * filter_s2 * mid_channels; }
+  // k-blocks of each implicit GEMM: a k-block is one tap's block of tile_k channels.
+  int64_t producer_k_blocks() const {
+    return int64_t{filter_r1} * filter_s1 * ((in_channels + tile_k1 - 1) / tile_k1);
+  }
+  int64_t consumer_k_blocks() const {
+    return int64_t{filter_r2} * filter_s2 * ((mid_channels + tile_k2 - 1) / tile_k2);
+  }
   // What conv_dependency needs to map a consumer step to the producer region.
   cusync::ConvGeometry consumer_geometry() const {
     return cusync::ConvGeometry{static_cast<int>(height), static_cast<int>(width),
@@ -104,6 +115,8 @@ inline xla::ffi::Error decode_conv_pair_spec(const xla::ffi::Dictionary& attrs,
   CUSYNC_GET("mode", &mode)
   CUSYNC_GET("optimizations", &spec->optimizations)
   CUSYNC_GET("kernel", &spec->kernel)
+  CUSYNC_GET("splits1", &spec->splits1)
+  CUSYNC_GET("splits2", &spec->splits2)
   CUSYNC_GET("threads", &spec->threads)
   CUSYNC_GET("delay_us", &spec->delay_us)
   CUSYNC_GET("seed", &spec->seed)
@@ -140,6 +153,12 @@ inline xla::ffi::Error decode_conv_pair_spec(const xla::ffi::Dictionary& attrs,
                                   std::to_string(k2d[3]) + "]");
   }
   spec->residual = residual.element_count() != 0 && y_elements != 0;
+  if (spec->splits1 < 1 || spec->splits2 < 1 || spec->splits1 > std::max<int64_t>(1, spec->producer_k_blocks()) ||
+      spec->splits2 > std::max<int64_t>(1, spec->consumer_k_blocks()))
+    return Error::InvalidArgument("cusync_jax: conv-pair split_k (" + std::to_string(spec->splits1) + ", " +
+                                  std::to_string(spec->splits2) + ") must be from 1 to the k-block counts (" +
+                                  std::to_string(spec->producer_k_blocks()) + ", " +
+                                  std::to_string(spec->consumer_k_blocks()) + ")");
   spec->activation = static_cast<cusync::Activation>(act);
   spec->policy = cusync::Policy{static_cast<cusync::PolicyKind>(policy), under};
   spec->mode = static_cast<Mode>(mode);

@@ -69,7 +69,9 @@ ffi::Error SyncedConvPairCpu(ffi::AnyBuffer x, ffi::AnyBuffer k1, ffi::AnyBuffer
   const cusync::Stage& C = s.consumer;
   if (static_cast<int64_t>(sync->element_count()) < cusync::sync_words(P))
     return ffi::Error::InvalidArgument("cusync_jax: sync buffer smaller than the plan needs");
-  std::memset(sync->typed_data(), 0, sync->element_count() * sizeof(int));
+  // The header and semaphores (the buffer may be longer: split-K's room, which
+  // the CUDA kernel uses and this executor, running unsplit, does not).
+  std::memset(sync->typed_data(), 0, cusync::sync_words(P) * sizeof(int));
   if (pixels == 0 || C2 == 0) return ffi::Error::Success();
   int* sems = sync->typed_data() + cusync::kSyncHeaderWords;
 

@@ -41,7 +41,7 @@ ffi::Error blocks_per_sm(K kernel, int* blocks) {
 template <class T>
 ffi::Error run_streams(const cusync_ffi::ConvPairSpec& s, const conv::ConvPairParams<T>& params, int slots,
                        int device, cudaStream_t stream) {
-  const int n1 = s.producer.tile_count(), n2 = s.consumer.tile_count();
+  const int n1 = s.producer.tile_count() * s.splits1, n2 = s.consumer.tile_count() * s.splits2;
   SideStream* side = nullptr;
   if (auto e = side_stream_for(device, &side); e.failure()) return e;
   // W: when both grids fit in one wave no consumer block can keep a producer
@@ -70,7 +70,7 @@ ffi::Error launch(const cusync_ffi::ConvPairSpec& s, const conv::ConvPairParams<
   if (auto e = stream_device(stream, &device); e.failure()) return e;
   DeviceFacts facts{};
   if (auto e = device_facts(device, &facts); e.failure()) return e;
-  const int n1 = s.producer.tile_count(), n2 = s.consumer.tile_count();
+  const int n1 = s.producer.tile_count() * s.splits1, n2 = s.consumer.tile_count() * s.splits2;
   int per_sm = 0;
   switch (s.mode) {
     case cusync_ffi::Mode::kSerial:
@@ -112,7 +112,8 @@ ffi::Error SyncedConvPairCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuf
   if (static_cast<int64_t>(h->element_count()) != s.pixels() * s.mid_channels ||
       static_cast<int64_t>(y->element_count()) != s.pixels() * s.out_channels)
     return ffi::Error::InvalidArgument("cusync_jax: result buffers have the wrong size");
-  if (static_cast<int64_t>(sync->element_count()) < cusync::sync_words(s.producer))
+  const cusync::SplitLayout layout = cusync::split_layout(s.producer, s.consumer, s.splits1, s.splits2);
+  if (static_cast<int64_t>(sync->element_count()) < layout.words)
     return ffi::Error::InvalidArgument("cusync_jax: sync buffer smaller than the plan needs");
   const cusync::Stage& P = s.producer;
   const cusync::Stage& C = s.consumer;
@@ -125,7 +126,8 @@ ffi::Error SyncedConvPairCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuf
   if (s.pixels() > (int64_t{1} << 30) / std::max<int64_t>({s.in_channels, s.mid_channels, s.out_channels}))
     return ffi::Error::InvalidArgument("cusync_jax: the CUDA conv pair indexes pixels with 32-bit ints");
 
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sync->typed_data(), 0, sync->element_count() * sizeof(int), stream),
+  // The semaphores and split counts; split-K's partial sums are written before they are read.
+  CUSYNC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sync->typed_data(), 0, layout.zeroed * sizeof(int), stream),
                               "zeroing the sync words");
   if (s.pixels() == 0 || s.out_channels == 0) return ffi::Error::Success();
 
@@ -150,6 +152,12 @@ ffi::Error SyncedConvPairCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuf
                               sync->typed_data(),
                               P,
                               C,
+                              s.splits1,
+                              s.splits2,
+                              sync->typed_data() + layout.counts1,
+                              sync->typed_data() + layout.counts2,
+                              reinterpret_cast<float*>(sync->typed_data() + layout.partials1),
+                              reinterpret_cast<float*>(sync->typed_data() + layout.partials2),
                               s.policy,
                               s.activation,
                               s.optimizations,

@@ -22,4 +22,34 @@ enum SyncWord : int {
 // bounds every policy's semaphore count.
 CUSYNC_HD int sync_words(const Stage& producer) { return kSyncHeaderWords + producer.tile_count(); }
 
+// Split-K (the Hopper kernels, the CUDA conv pair) extends the buffer: after the semaphores, one
+// count per producer tile and per consumer tile (zeroed with them), then, at
+// a 16-byte boundary and not zeroed (every share writes its sums before the
+// last to count reads them), the fp32 partial sums: splits accumulator tiles of
+// tile_rows x tile_cols per output tile of each stage. Stage tile counts
+// bound the kernels' (a SwiGLU producer tile of tile_cols/2 h columns counts
+// as its two slices here). Offsets are in 32-bit words.
+struct SplitLayout {
+  long long counts1, counts2;      // split counts of the producer's and the consumer's tiles
+  long long partials1, partials2;  // their partial sums (floats)
+  long long zeroed;                // words zeroed per call: everything before the partial sums
+  long long words;                 // the whole buffer
+};
+
+CUSYNC_HD SplitLayout split_layout(const Stage& producer, const Stage& consumer, int splits1, int splits2) {
+  SplitLayout l{};
+  const long long p = producer.tile_count(), c = consumer.tile_count();
+  if (splits1 <= 1 && splits2 <= 1) {
+    l.zeroed = l.words = sync_words(producer);
+    return l;
+  }
+  l.counts1 = sync_words(producer);
+  l.counts2 = l.counts1 + p;
+  l.zeroed = l.counts2 + c;
+  l.partials1 = (l.zeroed + 3) / 4 * 4;
+  l.partials2 = l.partials1 + splits1 * p * producer.tile_rows * producer.tile_cols;
+  l.words = l.partials2 + splits2 * c * consumer.tile_rows * consumer.tile_cols;
+  return l;
+}
+
 }  // namespace cusync
