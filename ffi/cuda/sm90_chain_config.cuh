@@ -63,7 +63,10 @@ struct ChainConfig {
   static constexpr int kBytesB = kTileN * kTileK * int(sizeof(Element));
   static constexpr int kStageBytes = kBytesA + kBytesB;
   // Deepest pipeline that fits next to the barriers (227 KB per block).
-  static constexpr int kStages = (220 * 1024 / kStageBytes) < 8 ? (220 * 1024 / kStageBytes) : 8;
+#ifndef CUSYNC_SM90_STAGE_BUDGET
+#define CUSYNC_SM90_STAGE_BUDGET (220 * 1024)
+#endif
+  static constexpr int kStages = (CUSYNC_SM90_STAGE_BUDGET / kStageBytes) < 8 ? (CUSYNC_SM90_STAGE_BUDGET / kStageBytes) : 8;
   // Scheduled tiles in flight between loader and MMA: pingpong keeps two
   // tiles in the MMA warpgroups while the loader runs ahead on a third.
   static constexpr int kTileSlots = 4;
