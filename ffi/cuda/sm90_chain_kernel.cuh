@@ -58,6 +58,8 @@ struct GemmStage {
   typename Cfg::TmaB tma_b;         // B viewed as [n_all, k]
   typename Cfg::TmaBHalf tma_gate;  // SwiGLU producer: w1's gate columns [n_all, k]; clusters: B (multicast)
   typename Cfg::TmaBHalf tma_up;    // SwiGLU producer: w1's up columns [n_all, k]
+  typename Cfg::TmaOut tma_out;     // out [rows, n_all], where tma_store
+  bool tma_store;                   // the epilogue stores through TMA (aligned out, Cfg::kTmaStore)
   int rows, k, n_all;               // tensor extents of the descriptors
   int a_ld;                         // row stride of A (elements)
   typename Cfg::Element* out;
@@ -416,19 +418,27 @@ __device__ __forceinline__ void store_tile_direct(GemmStage<Cfg> const& g, const
   }
 }
 
-// Through the warp's band in shared memory: the warp writes its 16 rows
-// (up to kEpiCols columns a pass), then stores them row by row, 16 bytes a
-// thread, so every store instruction writes whole lines.
+// Through the warp's band in shared memory and TMA: the warp writes its 16
+// rows of up to 128 columns (two swizzled 16x64 boxes), one lane stores the
+// boxes. TMA clips what lies past the output's last row or column. The band
+// is rewritten only once the previous boxes have been read out of it.
 template <int kOutGroups, class Cfg, class Accum, class Coords, class Values>
-__device__ __forceinline__ void store_tile_staged(GemmStage<Cfg> const& g, const TileJob& job,
-                                                  typename Cfg::Element* band, Coords const& coords,
-                                                  Values&& values) {
+__device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const TileJob& job,
+                                               typename Cfg::Element* band, Coords const& coords,
+                                               Values&& values) {
   using Element = typename Cfg::Element;
-  constexpr int kVec = 16 / int(sizeof(Element));
-  constexpr int kPassGroups = Cfg::kEpiCols / 8;
+  constexpr int kBoxGroups = Cfg::kEpiBoxCols / 8;
+  constexpr int kPassGroups = 2 * kBoxGroups;
   constexpr int kPasses = (kOutGroups + kPassGroups - 1) / kPassGroups;
-  constexpr int kPitch = Cfg::kEpiPitch;
+  static_assert(kOutGroups % kBoxGroups == 0, "the output tile is whole boxes wide");
   const int lane = threadIdx.x % 32;
+  // In a 64xN wgmma accumulator, lane l holds rows l/4 and l/4 + 8 of its
+  // warp's band, columns 2 (l%4) + 8 v + {0, 1}: with the 128-byte swizzle,
+  // value group v of row half r lands at lane_at[r] + (((v ^ l/4) % 8) << 4)
+  // in box v / 8 (row l/4 + 8 r has the same row % 8 as l/4).
+  char* const lane_at[2] = {reinterpret_cast<char*>(band) + (lane / 4) * 128 + (lane % 4) * 4,
+                            reinterpret_cast<char*>(band) + (lane / 4 + 8) * 128 + (lane % 4) * 4};
+  Tensor mO = g.tma_out.get_tma_tensor(make_shape(g.rows, g.n_all));
   CUTE_UNROLL
   for (int m = 0; m < accum_atoms_m<Accum>(); ++m) {
     const int band_row = get<0>(coords(make_coord(make_coord(0, 0, 0), m, 0))) & ~15;
@@ -436,58 +446,62 @@ __device__ __forceinline__ void store_tile_staged(GemmStage<Cfg> const& g, const
     for (int pass = 0; pass < kPasses; ++pass) {
       constexpr int kLastGroups = kOutGroups - (kPasses - 1) * kPassGroups;
       const int groups = pass + 1 < kPasses ? kPassGroups : kLastGroups;
+      if (lane == 0) tma_store_wait<0>();
+      __syncwarp();
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         CUTE_UNROLL
         for (int vv = 0; vv < kPassGroups; ++vv) {
           if (vv >= groups) continue;
           const int v = pass * kPassGroups + vv;
-          const auto c = make_coord(make_coord(0, r, v), m, 0);
-          const int row = get<0>(coords(c)) - band_row;
-          const int col = get<1>(coords(c));
-          const float2 out = values(m, r, v, job.col0 + col);
+          const float2 out = values(m, r, v, job.col0 + get<1>(coords(make_coord(make_coord(0, r, v), m, 0))));
           alignas(4) Element two[2] = {Element(out.x), Element(out.y)};
-          *reinterpret_cast<uint32_t*>(band + row * kPitch + col - pass * Cfg::kEpiCols) =
-              *reinterpret_cast<const uint32_t*>(two);
+          const int box = vv / kBoxGroups;
+          char* at = lane_at[r] + box * Cfg::kEpiBoxElems * int(sizeof(Element)) + (((vv ^ (lane / 4)) & 7) << 4);
+          *reinterpret_cast<uint32_t*>(at) = *reinterpret_cast<const uint32_t*>(two);
         }
       }
+      tma_store_fence();  // this thread's writes, before the async proxy reads them
       __syncwarp();
-      const int chunks_per_row = groups * 8 / kVec;
-      const int row0 = job.row0 + band_row;
-      const int col0 = job.col0 + pass * Cfg::kEpiCols;
-      CUTE_UNROLL
-      for (int q0 = 0; q0 < 16 * kPassGroups * 8 / kVec; q0 += 32) {
-        const int q = q0 + lane;
-        if (q >= 16 * chunks_per_row) break;
-        const int rr = q / chunks_per_row;
-        const int cc = (q % chunks_per_row) * kVec;
-        const int row = row0 + rr;
-        const int col = col0 + cc;
-        if (row >= job.row1 || col >= job.col1) continue;
-        Element const* src = band + rr * kPitch + cc;
-        Element* dst = g.out + row * g.out_ld + col;
-        if (col + kVec <= job.col1) {
-          *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-        } else {
-          for (int e = 0; e < job.col1 - col; ++e) dst[e] = src[e];
+      if (lane == 0) {
+        CUTE_UNROLL
+        for (int box = 0; box < 2; ++box) {
+          if (box * kBoxGroups >= groups) continue;
+          Tensor sO = make_tensor(make_smem_ptr(band + box * Cfg::kEpiBoxElems), typename Cfg::EpiBox{});
+          Tensor gO = local_tile(mO, make_shape(_16{}, Int<Cfg::kEpiBoxCols>{}),
+                                 make_coord((job.row0 + band_row) / 16,
+                                            (job.col0 + pass * 2 * Cfg::kEpiBoxCols) / Cfg::kEpiBoxCols + box));
+          auto [tOgO, tOsO] = tma_partition(g.tma_out, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sO),
+                                            group_modes<0, 2>(gO));
+          copy(g.tma_out, tOsO, tOgO);
         }
+        tma_store_arrive();
       }
-      __syncwarp();  // the band is rewritten by the next pass
     }
   }
 }
 
-// Staged where the output's rows and the tile's first column are 16-byte
-// aligned (they are for every shape the planner tiles evenly), else direct.
+// TMA where the stage allows it (Cfg::kTmaStore, an aligned output), else
+// direct. An empty tile (a cluster peer past the last row tile) stores
+// nothing.
 template <int kOutGroups, class Cfg, class Accum, class Coords, class Values>
 __device__ __forceinline__ void store_tile_with(GemmStage<Cfg> const& g, const TileJob& job,
                                                 typename Cfg::Element* band, Coords const& coords,
                                                 Values&& values) {
-  constexpr int kVec = 16 / int(sizeof(typename Cfg::Element));
-  if (g.out_ld % kVec == 0 && job.col0 % kVec == 0 && reinterpret_cast<uintptr_t>(g.out) % 16 == 0)
-    store_tile_staged<kOutGroups, Cfg, Accum>(g, job, band, coords, values);
-  else
-    store_tile_direct<kOutGroups, Cfg, Accum>(g, job, coords, values);
+  if (job.row0 >= job.row1) return;
+  if constexpr (Cfg::kTmaStore) {
+    if (g.tma_store) {
+      store_tile_tma<kOutGroups, Cfg, Accum>(g, job, band, coords, values);
+      return;
+    }
+  }
+  store_tile_direct<kOutGroups, Cfg, Accum>(g, job, coords, values);
+}
+
+// The tile's TMA stores have written global memory (not only read their
+// shared memory): before a post, and before the CTA exits.
+__device__ __forceinline__ void wait_tma_stores_written() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
 // Bias, activation and conversion of one tile. The activation is a template
@@ -650,6 +664,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     // Clusters: an empty peer tile stored nothing and posts nothing.
     const bool active = Cfg::kClusterM == 1 || job.row0 < job.row1;
     if (job.stage == 0 && p.producer_posts && active) {
+      if (Cfg::kTmaStore && mma_thread % 32 == 0) wait_tma_stores_written();
       fence_async_proxy_global();
       // Every thread that stored this tile has stored it.
       if constexpr (kPingpong) asm volatile("bar.sync %0, 128;" ::"r"(4 + group) : "memory");
@@ -662,6 +677,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
       }
     }
   }
+  if (Cfg::kTmaStore && mma_thread % 32 == 0) wait_tma_stores_written();
 }
 
 template <class Cfg>
