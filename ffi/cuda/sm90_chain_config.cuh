@@ -64,6 +64,20 @@ struct ChainConfig {
   static constexpr int kStageBytes = kBytesA + kBytesB;
   // Deepest pipeline that fits next to the barriers (227 KB per block).
   static constexpr int kStages = (220 * 1024 / kStageBytes) < 8 ? (220 * 1024 / kStageBytes) : 8;
+  // The epilogue stages each warp's 16-row band of a tile in shared memory,
+  // 128 columns a pass (two 16x64 boxes, 128-byte swizzle, so the 8 rows a
+  // warp writes at once fall in different banks), and stores the boxes with
+  // TMA. Stores straight from the accumulators (16 bytes into each of 8
+  // lines per instruction), and even whole-line 16-byte stores from shared
+  // memory, slowed the other warpgroup's mainloop by 5-13 %; CUTLASS's
+  // pingpong GEMM shows the same gap between its register and TMA epilogues.
+  // 96-wide tiles (boxes of 64 do not divide them) store directly.
+  static constexpr bool kTmaStore = kTileN % 64 == 0;
+  static constexpr int kEpiBoxCols = 64;
+  using EpiBox = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, make_shape(_16{}, Int<kEpiBoxCols>{})));
+  static constexpr int kEpiBoxElems = 16 * kEpiBoxCols;
+  static constexpr int kEpiWarpElems = kTmaStore ? 2 * kEpiBoxElems : 8;
+
   // Scheduled tiles in flight between loader and MMA: pingpong keeps two
   // tiles in the MMA warpgroups while the loader runs ahead on a third.
   static constexpr int kTileSlots = 4;
@@ -125,13 +139,20 @@ struct ChainConfig {
     auto g = make_tensor(make_gmem_ptr(ptr), make_shape(n, k), make_stride(_1{}, ld));
     return make_tma_copy(HalfOp{}, g, SmemLayoutBHalf{});
   }
+  // The output [rows, n] (row stride ld), stored in the epilogue's boxes.
+  static auto make_tma_out(Element* ptr, int rows, int n, int ld) {
+    auto g = make_tensor(make_gmem_ptr(ptr), make_shape(rows, n), make_stride(ld, _1{}));
+    return make_tma_copy(SM90_TMA_STORE{}, g, EpiBox{});
+  }
   using TmaA = decltype(make_tma_a(nullptr, 1, 1, 1));
+  using TmaOut = decltype(make_tma_out(nullptr, 1, 1, 1));
   using TmaB = decltype(make_tma_b(nullptr, 1, 1, 1));
   using TmaBHalf = decltype(make_tma_b_half(nullptr, 1, 1, 1));
 
   struct SharedStorageOne {
     cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
     cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
+    cute::array_aligned<Element, (kMmaThreads / 32) * kEpiWarpElems, 1024> epi;  // one band per MMA warp
     typename LoadPipeline::SharedStorage load_pipeline;
     typename TilePipeline::SharedStorage tile_pipeline;
     typename MathOrder::SharedStorage math_order;
@@ -148,6 +169,7 @@ struct ChainConfig {
   };
   using SharedStorage = cute::conditional_t<(kClusterM > 1), SharedStorageCluster, SharedStorageOne>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block on sm_90");
 };
 
 }  // namespace cusync_sm90

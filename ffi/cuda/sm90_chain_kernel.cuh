@@ -58,6 +58,8 @@ struct GemmStage {
   typename Cfg::TmaB tma_b;         // B viewed as [n_all, k]
   typename Cfg::TmaBHalf tma_gate;  // SwiGLU producer: w1's gate columns [n_all, k]; clusters: B (multicast)
   typename Cfg::TmaBHalf tma_up;    // SwiGLU producer: w1's up columns [n_all, k]
+  typename Cfg::TmaOut tma_out;     // out [rows, n_all], where tma_store
+  bool tma_store;                   // the epilogue stores through TMA (aligned out, Cfg::kTmaStore)
   int rows, k, n_all;               // tensor extents of the descriptors
   int a_ld;                         // row stride of A (elements)
   typename Cfg::Element* out;
@@ -382,106 +384,199 @@ __device__ __forceinline__ void store_pair(Element* dst, float v0, float v1, boo
   }
 }
 
-// Bias, activation, conversion and the store of one tile from the
-// accumulators; pairs of adjacent columns go out as one 32-bit store. The
-// activation is a template argument: a run-time switch per element made the
-// unrolled epilogue ten thousand instructions long.
-template <cusync::Activation kAct, class Cfg, class Accum, class Coords>
-__device__ __forceinline__ void store_tile_as(ChainParams<Cfg> const& p, const TileJob& job,
-                                              Accum const& accum, Coords const& coords) {
-  using Element = typename Cfg::Element;
-  const GemmStage<Cfg>& g = p.stage[job.stage];
-  Element* const out = g.out;
-  Element const* const bias = g.bias;
-  const int64_t ld = g.out_ld;
-  const bool pair_ok = (ld % 2 == 0) && (job.col0 % 2 == 0);
+// The epilogue walks a thread's accumulators as the wgmma layout holds them:
+// (2 adjacent columns, 2 rows 8 apart, N/8 groups of 8 columns) per M atom;
+// each warp owns a 16-row band of each M atom. `values(m, r, v, col)` gives
+// the two outputs of value group v at row half r of atom m, whose first
+// column in the full output is `col`; kOutGroups is how many 8-column groups
+// the output tile has (N/8, or N/16 for the SwiGLU producer).
+template <class Accum>
+constexpr int accum_atoms_m() {
+  return decltype(size<1>(std::declval<Accum>()))::value;
+}
+
+// Straight from the accumulators: for outputs whose rows or first column are
+// not 16-byte aligned.
+template <int kOutGroups, class Cfg, class Accum, class Coords, class Values>
+__device__ __forceinline__ void store_tile_direct(GemmStage<Cfg> const& g, const TileJob& job, Coords const& coords,
+                                                  Values&& values) {
+  const bool pair_ok = (g.out_ld % 2 == 0) && (job.col0 % 2 == 0);
   CUTE_UNROLL
-  for (int i = 0; i < size(accum); i += 2) {
-    const int row = job.row0 + get<0>(coords(i));
-    const int col = job.col0 + get<1>(coords(i));
-    if (row >= job.row1 || col >= job.col1) continue;
-    float v0 = accum(i), v1 = accum(i + 1);
-    const bool has1 = col + 1 < job.col1;
-    if (bias != nullptr) {
-      v0 += float(bias[col]);
-      if (has1) v1 += float(bias[col + 1]);
+  for (int m = 0; m < accum_atoms_m<Accum>(); ++m) {
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      CUTE_UNROLL
+      for (int v = 0; v < kOutGroups; ++v) {
+        const auto c = make_coord(make_coord(0, r, v), m, 0);
+        const int row = job.row0 + get<0>(coords(c));
+        const int col = job.col0 + get<1>(coords(c));
+        if (row >= job.row1 || col >= job.col1) continue;
+        const float2 out = values(m, r, v, col);
+        store_pair(g.out + row * g.out_ld + col, out.x, out.y, col + 1 < job.col1, pair_ok);
+      }
     }
-    v0 = cusync::activate(kAct, job.slice, v0);
-    v1 = cusync::activate(kAct, job.slice, v1);
-    store_pair(out + row * ld + col, v0, v1, has1, pair_ok);
   }
+}
+
+// Through the warp's band in shared memory and TMA: the warp writes its 16
+// rows of up to 128 columns (two swizzled 16x64 boxes), one lane stores the
+// boxes. TMA clips what lies past the output's last row or column. The band
+// is rewritten only once the previous boxes have been read out of it.
+template <int kOutGroups, class Cfg, class Accum, class Coords, class Values>
+__device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const TileJob& job,
+                                               typename Cfg::Element* band, Coords const& coords,
+                                               Values&& values) {
+  using Element = typename Cfg::Element;
+  constexpr int kBoxGroups = Cfg::kEpiBoxCols / 8;
+  constexpr int kPassGroups = 2 * kBoxGroups;
+  constexpr int kPasses = (kOutGroups + kPassGroups - 1) / kPassGroups;
+  static_assert(kOutGroups % kBoxGroups == 0, "the output tile is whole boxes wide");
+  const int lane = threadIdx.x % 32;
+  // In a 64xN wgmma accumulator, lane l holds rows l/4 and l/4 + 8 of its
+  // warp's band, columns 2 (l%4) + 8 v + {0, 1}: with the 128-byte swizzle,
+  // value group v of row half r lands at lane_at[r] + (((v ^ l/4) % 8) << 4)
+  // in box v / 8 (row l/4 + 8 r has the same row % 8 as l/4).
+  char* const lane_at[2] = {reinterpret_cast<char*>(band) + (lane / 4) * 128 + (lane % 4) * 4,
+                            reinterpret_cast<char*>(band) + (lane / 4 + 8) * 128 + (lane % 4) * 4};
+  Tensor mO = g.tma_out.get_tma_tensor(make_shape(g.rows, g.n_all));
+  CUTE_UNROLL
+  for (int m = 0; m < accum_atoms_m<Accum>(); ++m) {
+    const int band_row = get<0>(coords(make_coord(make_coord(0, 0, 0), m, 0))) & ~15;
+    CUTE_UNROLL
+    for (int pass = 0; pass < kPasses; ++pass) {
+      constexpr int kLastGroups = kOutGroups - (kPasses - 1) * kPassGroups;
+      const int groups = pass + 1 < kPasses ? kPassGroups : kLastGroups;
+      if (lane == 0) tma_store_wait<0>();
+      __syncwarp();
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        CUTE_UNROLL
+        for (int vv = 0; vv < kPassGroups; ++vv) {
+          if (vv >= groups) continue;
+          const int v = pass * kPassGroups + vv;
+          const float2 out = values(m, r, v, job.col0 + get<1>(coords(make_coord(make_coord(0, r, v), m, 0))));
+          alignas(4) Element two[2] = {Element(out.x), Element(out.y)};
+          const int box = vv / kBoxGroups;
+          char* at = lane_at[r] + box * Cfg::kEpiBoxElems * int(sizeof(Element)) + (((vv ^ (lane / 4)) & 7) << 4);
+          *reinterpret_cast<uint32_t*>(at) = *reinterpret_cast<const uint32_t*>(two);
+        }
+      }
+      tma_store_fence();  // this thread's writes, before the async proxy reads them
+      __syncwarp();
+      if (lane == 0) {
+        CUTE_UNROLL
+        for (int box = 0; box < 2; ++box) {
+          if (box * kBoxGroups >= groups) continue;
+          Tensor sO = make_tensor(make_smem_ptr(band + box * Cfg::kEpiBoxElems), typename Cfg::EpiBox{});
+          Tensor gO = local_tile(mO, make_shape(_16{}, Int<Cfg::kEpiBoxCols>{}),
+                                 make_coord((job.row0 + band_row) / 16,
+                                            (job.col0 + pass * 2 * Cfg::kEpiBoxCols) / Cfg::kEpiBoxCols + box));
+          auto [tOgO, tOsO] = tma_partition(g.tma_out, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sO),
+                                            group_modes<0, 2>(gO));
+          copy(g.tma_out, tOsO, tOgO);
+        }
+        tma_store_arrive();
+      }
+    }
+  }
+}
+
+// TMA where the stage allows it (Cfg::kTmaStore, an aligned output), else
+// direct. An empty tile (a cluster peer past the last row tile) stores
+// nothing.
+template <int kOutGroups, class Cfg, class Accum, class Coords, class Values>
+__device__ __forceinline__ void store_tile_with(GemmStage<Cfg> const& g, const TileJob& job,
+                                                typename Cfg::Element* band, Coords const& coords,
+                                                Values&& values) {
+  if (job.row0 >= job.row1) return;
+  if constexpr (Cfg::kTmaStore) {
+    if (g.tma_store) {
+      store_tile_tma<kOutGroups, Cfg, Accum>(g, job, band, coords, values);
+      return;
+    }
+  }
+  store_tile_direct<kOutGroups, Cfg, Accum>(g, job, coords, values);
+}
+
+// The tile's TMA stores have written global memory (not only read their
+// shared memory): before a post, and before the CTA exits.
+__device__ __forceinline__ void wait_tma_stores_written() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+// Bias, activation and conversion of one tile. The activation is a template
+// argument: a run-time switch per element made the unrolled epilogue ten
+// thousand instructions long.
+template <cusync::Activation kAct, class Cfg, class Accum, class Coords>
+__device__ __forceinline__ void store_tile_as(ChainParams<Cfg> const& p, const TileJob& job, Accum const& accum,
+                                              Coords const& coords, typename Cfg::Element* band) {
+  const GemmStage<Cfg>& g = p.stage[job.stage];
+  auto const* const bias = g.bias;
+  const int col1 = job.col1, slice = job.slice;
+  constexpr int kGroups = decltype(size<0, 2>(accum))::value;
+  store_tile_with<kGroups, Cfg, Accum>(g, job, band, coords, [&](int m, int r, int v, int col) {
+    float v0 = accum(make_coord(make_coord(0, r, v), m, 0));
+    float v1 = accum(make_coord(make_coord(1, r, v), m, 0));
+    if (bias != nullptr) {
+      if (col < col1) v0 += float(bias[col]);
+      if (col + 1 < col1) v1 += float(bias[col + 1]);
+    }
+    return make_float2(cusync::activate(kAct, slice, v0), cusync::activate(kAct, slice, v1));
+  });
 }
 
 // SwiGLU producer epilogue: h[r, col0 + c] = silu(gate + b_gate) * (up + b_up)
 // for c < kTileN/2, where accumulator column c is gate column col0 + c and
-// column c + kTileN/2 the same up column. In a 64xN wgmma accumulator a
-// thread's values are (2 adjacent columns, 2 rows 8 apart, N/8 column
-// groups 8 apart): value group v + N/16 is v's column + N/2, so each thread
-// holds both factors of its outputs. fp32 math, one rounding at the end.
+// column c + kTileN/2 the same up column: value group v + N/16 is v's column
+// + N/2, so each thread holds both factors of its outputs. fp32 math, one
+// rounding at the end.
 template <class Cfg, class Accum, class Coords>
-__device__ __forceinline__ void store_gated_tile(ChainParams<Cfg> const& p, const TileJob& job,
-                                                 Accum const& accum, Coords const& coords) {
-  using Element = typename Cfg::Element;
+__device__ __forceinline__ void store_gated_tile(ChainParams<Cfg> const& p, const TileJob& job, Accum const& accum,
+                                                 Coords const& coords, typename Cfg::Element* band) {
   constexpr int kGroups = Cfg::kTileN / 8;  // 8-column groups of the MMA tile
   static_assert(decltype(rank<0>(accum))::value == 3 && decltype(size<0, 0>(accum))::value == 2 &&
                     decltype(size<0, 1>(accum))::value == 2 && decltype(size<0, 2>(accum))::value == kGroups &&
                     decltype(size<2>(accum))::value == 1,
                 "SwiGLU epilogue expects 64xN wgmma accumulators, one atom along N");
   const GemmStage<Cfg>& g = p.stage[0];
-  Element* const out = g.out;
-  Element const* const bias = g.bias;
-  Element const* const bias_up = g.bias_up;
-  const int64_t ld = g.out_ld;
-  const bool pair_ok = (ld % 2 == 0) && (job.col0 % 2 == 0);
-  CUTE_UNROLL
-  for (int m = 0; m < size<1>(accum); ++m) {
-    CUTE_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      CUTE_UNROLL
-      for (int v = 0; v < kGroups / 2; ++v) {
-        const auto c0 = make_coord(make_coord(0, r, v), m, 0);
-        const auto c1 = make_coord(make_coord(1, r, v), m, 0);
-        const auto u0 = make_coord(make_coord(0, r, v + kGroups / 2), m, 0);
-        const auto u1 = make_coord(make_coord(1, r, v + kGroups / 2), m, 0);
-        const int row = job.row0 + get<0>(coords(c0));
-        const int col = job.col0 + get<1>(coords(c0));
-        if (row >= job.row1 || col >= job.col1) continue;
-        const bool has1 = col + 1 < job.col1;
-        float g0 = accum(c0), g1 = accum(c1), x0 = accum(u0), x1 = accum(u1);
-        if (bias != nullptr) {
-          g0 += float(bias[col]);
-          if (has1) g1 += float(bias[col + 1]);
-        }
-        if (bias_up != nullptr) {
-          x0 += float(bias_up[col]);
-          if (has1) x1 += float(bias_up[col + 1]);
-        }
-        const float v0 = g0 / (1.f + expf(-g0)) * x0;
-        const float v1 = g1 / (1.f + expf(-g1)) * x1;
-        store_pair(out + row * ld + col, v0, v1, has1, pair_ok);
-      }
+  auto const* const bias = g.bias;
+  auto const* const bias_up = g.bias_up;
+  const int col1 = job.col1;
+  store_tile_with<kGroups / 2, Cfg, Accum>(g, job, band, coords, [&](int m, int r, int v, int col) {
+    float g0 = accum(make_coord(make_coord(0, r, v), m, 0));
+    float g1 = accum(make_coord(make_coord(1, r, v), m, 0));
+    float x0 = accum(make_coord(make_coord(0, r, v + kGroups / 2), m, 0));
+    float x1 = accum(make_coord(make_coord(1, r, v + kGroups / 2), m, 0));
+    if (bias != nullptr) {
+      if (col < col1) g0 += float(bias[col]);
+      if (col + 1 < col1) g1 += float(bias[col + 1]);
     }
-  }
+    if (bias_up != nullptr) {
+      if (col < col1) x0 += float(bias_up[col]);
+      if (col + 1 < col1) x1 += float(bias_up[col + 1]);
+    }
+    return make_float2(g0 / (1.f + expf(-g0)) * x0, g1 / (1.f + expf(-g1)) * x1);
+  });
 }
 
 template <class Cfg, class Accum, class Coords>
-__device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const TileJob& job,
-                                           Accum const& accum, Coords const& coords) {
+__device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const TileJob& job, Accum const& accum,
+                                           Coords const& coords, typename Cfg::Element* band) {
   using A = cusync::Activation;
   if constexpr (Cfg::kSwiglu) {
     // The SwiGLU configurations run only the SwiGLU MLP: a gated producer
     // and a consumer without activation.
-    if (job.stage == 0) store_gated_tile(p, job, accum, coords);
-    else store_tile_as<A::kIdentity>(p, job, accum, coords);
+    if (job.stage == 0) store_gated_tile(p, job, accum, coords, band);
+    else store_tile_as<A::kIdentity>(p, job, accum, coords, band);
     return;
   }
   // (SwiGLU has two slices, so it never runs on these configurations.)
   switch (p.stage[job.stage].activation) {
-    case A::kRelu: store_tile_as<A::kRelu>(p, job, accum, coords); break;
-    case A::kGelu: store_tile_as<A::kGelu>(p, job, accum, coords); break;
-    case A::kGeluTanh: store_tile_as<A::kGeluTanh>(p, job, accum, coords); break;
-    case A::kSilu: store_tile_as<A::kSilu>(p, job, accum, coords); break;
-    default: store_tile_as<A::kIdentity>(p, job, accum, coords); break;
+    case A::kRelu: store_tile_as<A::kRelu>(p, job, accum, coords, band); break;
+    case A::kGelu: store_tile_as<A::kGelu>(p, job, accum, coords, band); break;
+    case A::kGeluTanh: store_tile_as<A::kGeluTanh>(p, job, accum, coords, band); break;
+    case A::kSilu: store_tile_as<A::kSilu>(p, job, accum, coords, band); break;
+    default: store_tile_as<A::kIdentity>(p, job, accum, coords, band); break;
   }
 }
 
@@ -564,11 +659,12 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     warpgroup_fence_operand(accum);
     if (k_tiles == 0) clear(accum);
 
-    store_tile(p, job, accum, coords);
+    store_tile(p, job, accum, coords, smem.epi.data() + (mma_thread / 32) * Cfg::kEpiWarpElems);
 
     // Clusters: an empty peer tile stored nothing and posts nothing.
     const bool active = Cfg::kClusterM == 1 || job.row0 < job.row1;
     if (job.stage == 0 && p.producer_posts && active) {
+      if (Cfg::kTmaStore && mma_thread % 32 == 0) wait_tma_stores_written();
       fence_async_proxy_global();
       // Every thread that stored this tile has stored it.
       if constexpr (kPingpong) asm volatile("bar.sync %0, 128;" ::"r"(4 + group) : "memory");
@@ -581,6 +677,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
       }
     }
   }
+  if (Cfg::kTmaStore && mma_thread % 32 == 0) wait_tma_stores_written();
 }
 
 template <class Cfg>

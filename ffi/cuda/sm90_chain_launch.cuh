@@ -11,6 +11,11 @@
 
 namespace cusync_sm90 {
 
+// TMA needs 16-byte aligned bases and row strides.
+inline bool tma_compatible(const void* base, long long row_stride_elems, int elem_bytes) {
+  return reinterpret_cast<uintptr_t>(base) % 16 == 0 && (row_stride_elems * elem_bytes) % 16 == 0;
+}
+
 // out[rows, :] (tiles of `tiling`) = activation(A @ B + bias).
 // A: [rows, k] with row stride a_ld. B: [k, n_all] row-major.
 template <class Cfg>
@@ -29,6 +34,9 @@ GemmStage<Cfg> make_gemm_stage(typename Cfg::Element const* a, int rows, int k, 
   g.a_ld = a_ld;
   g.out = out;
   g.out_ld = out_ld;
+  // out is [rows, n_all]; elsewhere (unaligned) the epilogue stores directly.
+  g.tma_store = Cfg::kTmaStore && tma_compatible(out, out_ld, sizeof(typename Cfg::Element));
+  if (g.tma_store) g.tma_out = Cfg::make_tma_out(out, rows, n_all, out_ld);
   g.bias = bias;
   g.bias_up = nullptr;
   g.tiling = tiling;
@@ -55,11 +63,6 @@ GemmStage<Cfg> make_swiglu_producer_stage(typename Cfg::Element const* x, int ro
   g.tma_up = Cfg::make_tma_b_half(w1 + ffn, ffn, k, 2 * ffn);
   g.bias_up = b1 != nullptr ? b1 + ffn : nullptr;
   return g;
-}
-
-// TMA needs 16-byte aligned bases and row strides.
-inline bool tma_compatible(const void* base, long long row_stride_elems, int elem_bytes) {
-  return reinterpret_cast<uintptr_t>(base) % 16 == 0 && (row_stride_elems * elem_bytes) % 16 == 0;
 }
 
 // Clusters of Cfg::kClusterM CTAs that fit the device at once (one CTA per

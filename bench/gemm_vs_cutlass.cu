@@ -1,0 +1,244 @@
+// The project's Hopper GEMM (kernel family 1, one stage, no synchronization)
+// against CUTLASS's own warp-specialized GEMMs, in one process, on the same
+// inputs: the reference that says how much of the gap to cuBLAS is the
+// kernel's and how much is the shape's. Built by bench/gemm_vs_cutlass.sh;
+// prints one line per shape and kernel (median ms over alternated rounds) and
+// the largest difference of each output against the first kernel's.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+#include "cuda/sm90_chain_launch.cuh"
+
+#define CHECK(x)                                                                    \
+  do {                                                                              \
+    cudaError_t e_ = (x);                                                           \
+    if (e_ != cudaSuccess) {                                                        \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                 \
+    }                                                                               \
+  } while (0)
+
+using Element = cutlass::half_t;
+
+// ---- CUTLASS: x [M, K] row-major times w [K, N] row-major (N contiguous).
+template <class TileShape, class ClusterShape, class Schedule, class EpiSchedule>
+struct CutlassGemm {
+  using LayoutA = cutlass::layout::RowMajor;
+  using LayoutB = cutlass::layout::RowMajor;
+  using LayoutD = cutlass::layout::RowMajor;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, 8, Element, LayoutD, 8,
+      EpiSchedule>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, 8, Element, LayoutB, 8, float,
+      TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      Schedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  Gemm gemm;
+  void* workspace = nullptr;
+
+  void setup(const Element* x, const Element* w, Element* out, int m, int n, int k, int sms) {
+    using StrideA = typename Gemm::GemmKernel::StrideA;
+    using StrideB = typename Gemm::GemmKernel::StrideB;
+    using StrideD = typename Gemm::GemmKernel::StrideD;
+    auto sa = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k, 1));
+    auto sb = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1));
+    auto sd = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1));
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = 0;
+    hw.sm_count = sms;
+    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                  {m, n, k, 1},
+                                  {x, sa, w, sb},
+                                  {{1.f, 0.f}, nullptr, sd, out, sd},
+                                  hw};
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess) {
+      std::fprintf(stderr, "CUTLASS cannot run %dx%dx%d\n", m, n, k);
+      std::exit(1);
+    }
+    if (workspace) CHECK(cudaFree(workspace));
+    workspace = nullptr;
+    const size_t bytes = Gemm::get_workspace_size(args);
+    if (bytes) CHECK(cudaMalloc(&workspace, bytes));
+    if (gemm.initialize(args, workspace) != cutlass::Status::kSuccess) std::exit(1);
+  }
+  void run(cudaStream_t s) {
+    if (gemm.run(s) != cutlass::Status::kSuccess) std::exit(1);
+  }
+};
+
+using namespace cute;
+using Tile128 = Shape<_128, _128, _64>;
+using C1 = Shape<_1, _1, _1>;
+using C2 = Shape<_2, _1, _1>;
+using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using EpiTma = cutlass::epilogue::TmaWarpSpecialized;
+using EpiNoSmem = cutlass::epilogue::NoSmemWarpSpecialized;
+
+// ---- The project's kernel, one GEMM through the chain kernel's serial path.
+template <class Cfg>
+struct OwnGemm {
+  cusync_sm90::ChainParams<Cfg> p{};
+  int* counter = nullptr;
+  int sms = 0;
+
+  void setup(const Element* x, const Element* w, Element* out, int m, int n, int k, int sms_,
+             cusync::TileOrder order, int group_rows) {
+    sms = sms_;
+    if (!counter) CHECK(cudaMalloc(&counter, sizeof(int)));
+    cusync::Stage tiling{m, n, 1, Cfg::kTileM, Cfg::kTileN, order, group_rows};
+    p = {};
+    p.stage[0] = cusync_sm90::make_gemm_stage<Cfg>(x, m, k, k, w, n, out, n, nullptr, tiling,
+                                                  cusync::Activation::kIdentity);
+    p.stage[1] = p.stage[0];
+    p.tiles0 = tiling.tile_count();
+    p.begin = 0;
+    p.end = p.tiles0;
+    p.counter = counter;
+    p.policy = cusync::Policy{cusync::PolicyKind::kRowSync, 0};
+    // Zeroed here, outside the timed span: the schedule counter.
+    CHECK(cudaMemset(counter, 0, sizeof(int)));
+  }
+  void run(cudaStream_t s) {
+    CHECK(cusync_sm90::launch_chain(p, sms, s));
+  }
+};
+
+__global__ void fill(Element* x, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    x[i] = Element((float(h & 0xffff) / 65536.f - 0.5f) * 0.25f);
+  }
+}
+
+__global__ void max_diff(const Element* a, const Element* b, size_t n, float* out) {
+  float m = 0.f;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    m = fmaxf(m, fabsf(float(a[i]) - float(b[i])));
+  atomicMax(reinterpret_cast<int*>(out), __float_as_int(m));  // m >= 0: int order = float order
+}
+
+struct Variant {
+  std::string name;
+  std::function<void(const Element*, const Element*, Element*, int, int, int)> setup;
+  std::function<void(cudaStream_t)> run;
+};
+
+int main(int argc, char** argv) {
+  int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
+  const int iters = 20;
+  const int sets = 3;  // rotated input sets
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+
+  using Own128 = cusync_sm90::ChainConfig<Element, 128, false, 1>;
+  static OwnGemm<Own128> own_grouped, own_column;
+  static CutlassGemm<Tile128, C1, Pingpong, EpiTma> pp_c1;
+  static CutlassGemm<Tile128, C2, Pingpong, EpiTma> pp_c2;
+  static CutlassGemm<Tile128, C1, Pingpong, EpiNoSmem> pp_c1_nosmem;
+  std::vector<Variant> variants = {
+      {"own128_grouped", [&](auto x, auto w, auto o, int m, int n, int k) {
+         own_grouped.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kGrouped, 8); },
+       [&](cudaStream_t s) { own_grouped.run(s); }},
+      {"own128_column", [&](auto x, auto w, auto o, int m, int n, int k) {
+         own_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
+       [&](cudaStream_t s) { own_column.run(s); }},
+      {"cutlass_pp128_c1", [&](auto x, auto w, auto o, int m, int n, int k) { pp_c1.setup(x, w, o, m, n, k, sms); },
+       [&](cudaStream_t s) { pp_c1.run(s); }},
+      {"cutlass_pp128_c2", [&](auto x, auto w, auto o, int m, int n, int k) { pp_c2.setup(x, w, o, m, n, k, sms); },
+       [&](cudaStream_t s) { pp_c2.run(s); }},
+      {"cutlass_pp128_c1_regepi", [&](auto x, auto w, auto o, int m, int n, int k) {
+         pp_c1_nosmem.setup(x, w, o, m, n, k, sms); },
+       [&](cudaStream_t s) { pp_c1_nosmem.run(s); }},
+  };
+  std::printf("own kernel: 128x128x64, %d stages, %d bytes of shared memory\n", Own128::kStages,
+              Own128::kSmemBytes);
+
+  const int shapes[][3] = {{1024, 6144, 12288}, {1024, 12288, 6144}, {1024, 5632, 8192}, {1024, 8192, 2816},
+                           {4096, 6144, 12288}, {4096, 12288, 6144}, {4096, 5632, 8192}, {4096, 8192, 2816}};
+  cudaEvent_t ev[2];
+  CHECK(cudaEventCreate(&ev[0]));
+  CHECK(cudaEventCreate(&ev[1]));
+  float* dmax;
+  CHECK(cudaMalloc(&dmax, sizeof(float)));
+  for (auto& s : shapes) {
+    const int m = s[0], n = s[1], k = s[2];
+    std::vector<Element*> xs(sets), ws(sets), outs(variants.size());
+    for (int i = 0; i < sets; ++i) {
+      CHECK(cudaMalloc(&xs[i], size_t(m) * k * sizeof(Element)));
+      CHECK(cudaMalloc(&ws[i], size_t(k) * n * sizeof(Element)));
+      fill<<<1024, 256>>>(xs[i], size_t(m) * k, 17 + i);
+      fill<<<1024, 256>>>(ws[i], size_t(k) * n, 91 + i);
+    }
+    for (auto& o : outs) CHECK(cudaMalloc(&o, size_t(m) * n * sizeof(Element)));
+    // Correctness on set 0 against the first variant.
+    std::vector<float> diff(variants.size(), 0.f);
+    for (size_t v = 0; v < variants.size(); ++v) {
+      variants[v].setup(xs[0], ws[0], outs[v], m, n, k);
+      variants[v].run(stream);
+    }
+    CHECK(cudaStreamSynchronize(stream));
+    for (size_t v = 1; v < variants.size(); ++v) {
+      CHECK(cudaMemset(dmax, 0, sizeof(float)));
+      max_diff<<<1024, 256>>>(outs[0], outs[v], size_t(m) * n, dmax);
+      CHECK(cudaMemcpy(&diff[v], dmax, sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    // Alternated rounds; each round times `iters` launches per variant,
+    // rotating the input sets (set up once per set).
+    std::vector<std::vector<float>> ms(variants.size());
+    for (int r = 0; r < rounds; ++r) {
+      for (size_t v = 0; v < variants.size(); ++v) {
+        for (int it = 0; it < iters + 3; ++it) {
+          const int set = it % sets;
+          variants[v].setup(xs[set], ws[set], outs[v], m, n, k);
+          CHECK(cudaEventRecord(ev[0], stream));
+          variants[v].run(stream);
+          CHECK(cudaEventRecord(ev[1], stream));
+          CHECK(cudaEventSynchronize(ev[1]));
+          float t;
+          CHECK(cudaEventElapsedTime(&t, ev[0], ev[1]));
+          if (it >= 3) ms[v].push_back(t);
+        }
+      }
+    }
+    const double flop = 2.0 * m * n * k;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      auto& t = ms[v];
+      std::sort(t.begin(), t.end());
+      const float med = t[t.size() / 2];
+      std::printf("%5d %6d %6d  %-26s %8.4f ms %5.0f TF/s  maxdiff %.3g\n", m, n, k, variants[v].name.c_str(), med,
+                  flop / med * 1e-9, diff[v]);
+    }
+    std::fflush(stdout);
+    for (int i = 0; i < sets; ++i) {
+      CHECK(cudaFree(xs[i]));
+      CHECK(cudaFree(ws[i]));
+    }
+    for (auto& o : outs) CHECK(cudaFree(o));
+  }
+  return 0;
+}
