@@ -59,7 +59,8 @@ def main(argv=None):
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rows", nargs="+", type=int, default=list(ROWS))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant")
-    ap.add_argument("--orders", nargs="+", default=["grouped", "row_major"], type=order_arg,
+    # (argparse applies `type` to a string default only, so the list is parsed here)
+    ap.add_argument("--orders", nargs="+", default=[order_arg("grouped"), order_arg("row_major")], type=order_arg,
                     help=f"tile orders to time for each tile width: {', '.join(GEMM_ORDERS)}, or "
                          "grouped:<rows> for bands of that many tile rows (grouped: 8)")
     ap.add_argument("--tiles", nargs="+", type=int, default=list(TILE_WIDTHS), choices=list(TILE_WIDTHS),
