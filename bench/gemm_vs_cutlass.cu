@@ -4,9 +4,11 @@
 // kernel's and how much is the shape's. Built by bench/gemm_vs_cutlass.sh;
 // prints one line per shape and kernel (median ms over alternated rounds) and
 // the largest difference of each output against the first kernel's.
+//   gemm_vs_cutlass [ROUNDS [M N K]]
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -186,8 +188,12 @@ int main(int argc, char** argv) {
   std::printf("own kernel: 128x128x64, %d stages, %d bytes of shared memory\n", Own128::kStages,
               Own128::kSmemBytes);
 
-  const int shapes[][3] = {{1024, 6144, 12288}, {1024, 12288, 6144}, {1024, 5632, 8192}, {1024, 8192, 2816},
-                           {4096, 6144, 12288}, {4096, 12288, 6144}, {4096, 5632, 8192}, {4096, 8192, 2816}};
+  // The MLP's GEMM shapes, or the one shape named on the command line
+  // (`gemm_vs_cutlass ROUNDS M N K`: for a profiler run).
+  std::vector<std::array<int, 3>> shapes = {{1024, 6144, 12288}, {1024, 12288, 6144}, {1024, 5632, 8192},
+                                            {1024, 8192, 2816},  {4096, 6144, 12288}, {4096, 12288, 6144},
+                                            {4096, 5632, 8192},  {4096, 8192, 2816}};
+  if (argc == 5) shapes = {{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4])}};
   cudaEvent_t ev[2];
   CHECK(cudaEventCreate(&ev[0]));
   CHECK(cudaEventCreate(&ev[1]));
