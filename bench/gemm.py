@@ -54,7 +54,7 @@ def order_arg(text: str) -> tuple:
     return text.replace(":", ""), kw
 
 
-def main(argv=None):
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rows", nargs="+", type=int, default=list(ROWS))
@@ -70,8 +70,11 @@ def main(argv=None):
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", default=None, help="result file (default bench/results/<device>-gemm.json)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def main(argv=None):
+    args = parse_args(argv)
     device = jax.devices()[0]
     variants = {"xla": jnp.dot}
     for n in args.tiles:

@@ -61,3 +61,19 @@ def test_tp_bench(tmp_path):
     result = json.loads(out.read_text())
     assert result["gpus"] == 2
     assert {r["impl"] for r in result["rows"]} == {"xla", "synced", "xla-chunked2", "synced-chunked2"}
+
+
+def test_gemm_bench_arguments():
+    # The GEMM bench times the Hopper kernel only; here its arguments are
+    # checked: default and given tile orders both arrive parsed.
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gemm as gemm_bench
+    finally:
+        sys.path.remove(str(BENCH))
+    default = gemm_bench.parse_args([])
+    assert [name for name, _ in default.orders] == ["grouped", "row_major"]
+    assert all(isinstance(kw, dict) for _, kw in default.orders)
+    given = gemm_bench.parse_args(["--orders", "grouped:16", "column_major"])
+    assert [name for name, _ in given.orders] == ["grouped16", "column_major"]
+    assert given.orders[0][1].get("group_rows") == 16
