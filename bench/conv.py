@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import pathlib
 import sys
 
@@ -63,7 +64,7 @@ def _split_synced(x, k1, k2, b1, b2, *, policy, mode, slots):
     tile = cs.kernels.CONV_CUDA_CONFIGS[0].tile
     splits = []
     for c_in, c_out, k in ((c0, c1, k1), (c1, c2, k2)):
-        tiles = -(-(n * h * w) // tile.m) * -(-c_out // tile.n)
+        tiles = math.prod(cs.planner.grid(n * h * w, c_out, tile))
         splits.append(split_for(tiles, cs.conv_planner.conv_k_blocks(k.shape[:2], c_in, tile), slots))
     plan = cs.plan_conv_pair(n, h, w, c0, c1, c2, filter1=k1.shape[:2], filter2=k2.shape[:2],
                              device="h200", policy=policy, mode=mode, split_k=tuple(splits)).plan

@@ -111,7 +111,6 @@ struct OwnGemm {
     p = {};
     p.stage[0] = cusync_sm90::make_gemm_stage<Cfg>(x, m, k, k, w, n, out, n, nullptr, tiling,
                                                   cusync::Activation::kIdentity);
-    p.stage[1] = p.stage[0];
     p.tiles0 = tiling.tile_count();
     p.begin = 0;
     p.end = p.tiles0;

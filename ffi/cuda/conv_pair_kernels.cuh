@@ -205,8 +205,9 @@ __global__ void __launch_bounds__(kThreads) consumer_kernel(ConvPairParams<T> p)
 }
 
 // Every producer position is handed out before any consumer position, and
-// producer positions never wait (nor do shares wait for each other), so the blocks holding consumer tiles always wait on tiles
-// that are running or done: no deadlock for any grid size.
+// producer positions never wait (nor do shares wait for each other), so the
+// blocks holding consumer tiles always wait on tiles that are running or
+// done: no deadlock for any grid size.
 template <class T>
 __global__ void __launch_bounds__(kThreads) fused_kernel(ConvPairParams<T> p) {
   __shared__ SharedStorage<T> sm;

@@ -395,8 +395,8 @@ constexpr int accum_atoms_m() {
   return decltype(size<1>(std::declval<Accum>()))::value;
 }
 
-// Straight from the accumulators: for outputs whose rows or first column are
-// not 16-byte aligned.
+// Straight from the accumulators: for 96-wide tiles and for outputs whose
+// base or row stride is not 16-byte aligned (TMA cannot store those).
 template <int kOutGroups, class Cfg, class Accum, class Coords, class Values>
 __device__ __forceinline__ void store_tile_direct(GemmStage<Cfg> const& g, const TileJob& job, Coords const& coords,
                                                   Values&& values) {

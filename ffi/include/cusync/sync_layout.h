@@ -22,13 +22,12 @@ enum SyncWord : int {
 // bounds every policy's semaphore count.
 CUSYNC_HD int sync_words(const Stage& producer) { return kSyncHeaderWords + producer.tile_count(); }
 
-// Split-K (the Hopper kernels, the CUDA conv pair) extends the buffer: after the semaphores, one
+// Split-K (the CUDA conv pair) extends the buffer: after the semaphores, one
 // count per producer tile and per consumer tile (zeroed with them), then, at
 // a 16-byte boundary and not zeroed (every share writes its sums before the
 // last to count reads them), the fp32 partial sums: splits accumulator tiles of
-// tile_rows x tile_cols per output tile of each stage. Stage tile counts
-// bound the kernels' (a SwiGLU producer tile of tile_cols/2 h columns counts
-// as its two slices here). Offsets are in 32-bit words.
+// tile_rows x tile_cols per output tile of each stage. Offsets are in 32-bit
+// words.
 struct SplitLayout {
   long long counts1, counts2;      // split counts of the producer's and the consumer's tiles
   long long partials1, partials2;  // their partial sums (floats)
