@@ -4,7 +4,9 @@
 // kernel's and how much is the shape's. Built by bench/gemm_vs_cutlass.sh;
 // prints one line per shape and kernel (median ms over alternated rounds) and
 // the largest difference of each output against the first kernel's.
-//   gemm_vs_cutlass [ROUNDS [M N K]]
+//   gemm_vs_cutlass [ROUNDS [M N K | few]]
+// `few`: the MLP's shapes at 256, 512 and 768 rows, where 128x128 tiles leave
+// SMs idle, with CUTLASS's stream-K and A-multicast GEMMs beside ours.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cute/tensor.hpp>
@@ -37,7 +40,7 @@
 using Element = cutlass::half_t;
 
 // ---- CUTLASS: x [M, K] row-major times w [K, N] row-major (N contiguous).
-template <class TileShape, class ClusterShape, class Schedule, class EpiSchedule>
+template <class TileShape, class ClusterShape, class Schedule, class EpiSchedule, class Scheduler = void>
 struct CutlassGemm {
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = cutlass::layout::RowMajor;
@@ -52,11 +55,15 @@ struct CutlassGemm {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       Schedule>::CollectiveOp;
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, Scheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   Gemm gemm;
   void* workspace = nullptr;
+  // Stream-K scheduler only: how the work is split (Heuristic lets CUTLASS
+  // choose among data-parallel, split-K and stream-K).
+  cutlass::gemm::kernel::detail::DecompositionMode decomposition =
+      cutlass::gemm::kernel::detail::DecompositionMode::Heuristic;
 
   void setup(const Element* x, const Element* w, Element* out, int m, int n, int k, int sms) {
     using StrideA = typename Gemm::GemmKernel::StrideA;
@@ -73,6 +80,7 @@ struct CutlassGemm {
                                   {x, sa, w, sb},
                                   {{1.f, 0.f}, nullptr, sd, out, sd},
                                   hw};
+    if constexpr (!std::is_void_v<Scheduler>) args.scheduler.decomposition_mode = decomposition;
     if (gemm.can_implement(args) != cutlass::Status::kSuccess) {
       std::fprintf(stderr, "CUTLASS cannot run %dx%dx%d\n", m, n, k);
       std::exit(1);
@@ -92,7 +100,12 @@ using namespace cute;
 using Tile128 = Shape<_128, _128, _64>;
 using C1 = Shape<_1, _1, _1>;
 using C2 = Shape<_2, _1, _1>;
+using C1x2 = Shape<_1, _2, _1>;  // two column tiles share A (multicast)
 using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using EpiTmaCoop = cutlass::epilogue::TmaWarpSpecializedCooperative;
+using StreamK = cutlass::gemm::StreamKScheduler;
+using Decomposition = cutlass::gemm::kernel::detail::DecompositionMode;
 using EpiTma = cutlass::epilogue::TmaWarpSpecialized;
 using EpiNoSmem = cutlass::epilogue::NoSmemWarpSpecialized;
 
@@ -160,13 +173,45 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK(cudaStreamCreate(&stream));
 
+  const bool few = argc == 3 && std::string(argv[2]) == "few";
   using Own128 = cusync_sm90::ChainConfig<Element, 128, false, 1>;
+  using Own96 = cusync_sm90::ChainConfig<Element, 96, false, 1>;
+  using Own128c2 = cusync_sm90::ChainConfig<Element, 128, false, 2>;
   static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
+  static OwnGemm<Own96> own96_column;
+  static OwnGemm<Own128c2> own128c2_column;
   own_column_memset.memset_in_run = true;
   static CutlassGemm<Tile128, C1, Pingpong, EpiTma> pp_c1;
   static CutlassGemm<Tile128, C2, Pingpong, EpiTma> pp_c2;
   static CutlassGemm<Tile128, C1, Pingpong, EpiNoSmem> pp_c1_nosmem;
-  std::vector<Variant> variants = {
+  static CutlassGemm<Tile128, C1x2, Pingpong, EpiTma> pp_c1x2;
+  static CutlassGemm<Tile128, C1, Cooperative, EpiTmaCoop, StreamK> coop_dp, coop_sk, coop_heur;
+  coop_dp.decomposition = Decomposition::DataParallel;
+  coop_sk.decomposition = Decomposition::StreamK;
+  std::vector<Variant> few_variants = {
+      {"own128_column", [&](auto x, auto w, auto o, int m, int n, int k) {
+         own_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
+       [&](cudaStream_t s) { own_column.run(s); }},
+      {"own96_column", [&](auto x, auto w, auto o, int m, int n, int k) {
+         own96_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
+       [&](cudaStream_t s) { own96_column.run(s); }},
+      {"own128_c2_column", [&](auto x, auto w, auto o, int m, int n, int k) {
+         own128c2_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
+       [&](cudaStream_t s) { own128c2_column.run(s); }},
+      {"cutlass_pp128_c1", [&](auto x, auto w, auto o, int m, int n, int k) { pp_c1.setup(x, w, o, m, n, k, sms); },
+       [&](cudaStream_t s) { pp_c1.run(s); }},
+      {"cutlass_pp128_c1x2", [&](auto x, auto w, auto o, int m, int n, int k) { pp_c1x2.setup(x, w, o, m, n, k, sms); },
+       [&](cudaStream_t s) { pp_c1x2.run(s); }},
+      {"cutlass_coop128_dp", [&](auto x, auto w, auto o, int m, int n, int k) { coop_dp.setup(x, w, o, m, n, k, sms); },
+       [&](cudaStream_t s) { coop_dp.run(s); }},
+      {"cutlass_coop128_streamk", [&](auto x, auto w, auto o, int m, int n, int k) {
+         coop_sk.setup(x, w, o, m, n, k, sms); },
+       [&](cudaStream_t s) { coop_sk.run(s); }},
+      {"cutlass_coop128_heuristic", [&](auto x, auto w, auto o, int m, int n, int k) {
+         coop_heur.setup(x, w, o, m, n, k, sms); },
+       [&](cudaStream_t s) { coop_heur.run(s); }},
+  };
+  std::vector<Variant> many_variants = {
       {"own128_grouped", [&](auto x, auto w, auto o, int m, int n, int k) {
          own_grouped.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kGrouped, 8); },
        [&](cudaStream_t s) { own_grouped.run(s); }},
@@ -184,6 +229,7 @@ int main(int argc, char** argv) {
          pp_c1_nosmem.setup(x, w, o, m, n, k, sms); },
        [&](cudaStream_t s) { pp_c1_nosmem.run(s); }},
   };
+  std::vector<Variant>& variants = few ? few_variants : many_variants;
   std::printf("own kernel: 128x128x64, %d stages, %d bytes of shared memory\n", Own128::kStages,
               Own128::kSmemBytes);
 
@@ -193,6 +239,12 @@ int main(int argc, char** argv) {
                                             {1024, 8192, 2816},  {4096, 6144, 12288}, {4096, 12288, 6144},
                                             {4096, 5632, 8192},  {4096, 8192, 2816}};
   if (argc == 5) shapes = {{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4])}};
+  if (few) {
+    shapes.clear();
+    for (int m : {256, 512, 768})
+      for (auto nk : {std::array<int, 2>{6144, 12288}, {12288, 6144}, {5632, 8192}, {8192, 2816}})
+        shapes.push_back({m, nk[0], nk[1]});
+  }
   cudaEvent_t ev[2];
   CHECK(cudaEventCreate(&ev[0]));
   CHECK(cudaEventCreate(&ev[1]));
