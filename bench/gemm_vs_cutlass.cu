@@ -124,7 +124,7 @@ struct OwnGemm {
     p = {};
     p.stage[0] = cusync_sm90::make_gemm_stage<Cfg>(x, m, k, k, w, n, out, n, nullptr, tiling,
                                                   cusync::Activation::kIdentity);
-    p.tiles0 = tiling.tile_count();
+    p.tiles0 = cusync_sm90::schedule_positions<Cfg>(tiling);  // (2x1 clusters: one per pair of row tiles)
     p.begin = 0;
     p.end = p.tiles0;
     p.counter = counter;

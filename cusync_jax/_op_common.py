@@ -29,11 +29,12 @@ def check_float_dtypes(first, *others):
     return dtype
 
 
-def ffi_lowering(target: str, ctx, args, plan, activation_code: int):
+def ffi_lowering(target: str, ctx, args, plan, activation_code: int, operand_output_aliases=None):
     """Lowers a synced op to its FFI custom call, the plan as integer attributes
-    (names as in ffi/common/*_spec.h)."""
+    (names as in ffi/common/*_spec.h); operand_output_aliases: {operand: result}
+    buffers the call may share."""
     attrs = {k: np.int64(v) for k, v in plan.attributes(activation_code).items()}
-    return jax.ffi.ffi_lowering(target)(ctx, *args, **attrs)
+    return jax.ffi.ffi_lowering(target, operand_output_aliases=operand_output_aliases)(ctx, *args, **attrs)
 
 
 def check_mode(mode) -> None:

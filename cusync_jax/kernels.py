@@ -85,10 +85,12 @@ CUDA_CONFIGS = (
     # 132 SMs where 128-wide ones leave a quarter idle (GPT-3, 256 tokens: 128
     # producer tiles instead of 96), the tile XLA's dot takes there. Measured
     # (bench/results/h200-gemm.json, af4d230): 0.73-0.84x of 128x128's rate
-    # per SM from 1024 rows on (its 64-byte-swizzled B); at 256 rows level with
-    # it on the GEMMs and 5-9 % faster on GPT-3's MLP.
+    # per SM from 1024 rows on (its 64-byte-swizzled B). Since 128x128 stores
+    # through TMA (6a4f3ec) it is also slower at 256 rows: GPT-3's GEMMs 81.7
+    # against 77.0 us in the MLP (bench/logs/h200-timeline-*.log), 1.03-1.07x
+    # alone (h200-few-rows-35d8469.log), so a rate of 0.60 of 128x128's.
     KernelConfig(1, TileShape(128, 96, 64), 1, "sm90_128x96x64", min_arch=90, max_arch=90,
-                 relative_rate=0.66, swiglu_strided=False, default_order="grouped", swiglu=False),
+                 relative_rate=0.60, swiglu_strided=False, default_order="grouped", swiglu=False),
 )
 
 

@@ -76,7 +76,16 @@ synced_mlp_p.def_abstract_eval(_abstract_eval)
 
 
 def _lowering(ctx, *args, plan: MlpPlan, activation: str):
-    return ffi_lowering("cusync_synced_mlp", ctx, args, plan, ACTIVATIONS[activation][0])
+    # y may take x's buffer (same shape and dtype): every reader of x's rows R
+    # is a producer tile of rows R, and every backend writes y's rows R only
+    # after all of h's rows R (so every such producer tile) is complete; the
+    # CPU backend reads x into floats first. XLA copies x first where x is
+    # still needed, and otherwise saves the copy a loop carry (y feeding the
+    # next x, as in a scan over layers) would need.
+    x_aval, y_aval = ctx.avals_in[0], ctx.avals_out[0]
+    aliases = {0: 0} if (x_aval.shape, x_aval.dtype) == (y_aval.shape, y_aval.dtype) else None
+    return ffi_lowering("cusync_synced_mlp", ctx, args, plan, ACTIVATIONS[activation][0],
+                        operand_output_aliases=aliases)
 
 
 def _cuda_lowering(ctx, *args, plan: MlpPlan, activation: str):

@@ -140,3 +140,27 @@ def test_plan_is_reused_and_jit_caches():
     f = jax.jit(lambda x: cs.synced_mlp(x, w1, w2, plan=plan))
     assert rel_err(f(x), cs.mlp_reference(x, w1, w2)) < TOL[jnp.float32]
     assert rel_err(f(x * 2), cs.mlp_reference(x * 2, w1, w2)) < TOL[jnp.float32]
+
+
+def test_y_may_take_x_buffer_only_where_shape_and_dtype_match():
+    # Same shape and dtype: the call offers x's buffer to y (XLA copies x
+    # first where x is still needed); out != hidden: no offer.
+    x, w1, w2, _, _ = mlp_inputs(21, 40, 64, 96, 64, jnp.float32)
+    text = jax.jit(lambda x, w1, w2: cs.synced_mlp(x, w1, w2)).lower(x, w1, w2).as_text()
+    assert "output_operand_alias" in text
+    x, w1, w2, _, _ = mlp_inputs(21, 40, 64, 96, 32, jnp.float32)
+    text = jax.jit(lambda x, w1, w2: cs.synced_mlp(x, w1, w2)).lower(x, w1, w2).as_text()
+    assert "output_operand_alias" not in text
+
+
+@pytest.mark.parametrize("mode", ["serial", "streams", "fused"])
+def test_chained_in_a_loop_and_x_still_needed_after_the_call(mode):
+    x, w1, w2, b1, b2 = mlp_inputs(22, 70, 64, 96, 64, jnp.float32)
+    step = lambda v: cs.synced_mlp(v, w1, w2, b1=b1, b2=b2, tile=(16, 32, 32), mode=mode)
+    ref = lambda v: cs.mlp_reference(v, w1, w2, b1=b1, b2=b2)
+    got = jax.jit(lambda v: jax.lax.fori_loop(0, 3, lambda _, u: step(u), v))(x)
+    want = ref(ref(ref(x)))
+    assert rel_err(got, want) < TOL[jnp.float32]
+    # A residual: x is read after the call that may take its buffer.
+    got = jax.jit(lambda v: step(v) + v)(x)
+    assert rel_err(got, ref(x) + x) < TOL[jnp.float32]
