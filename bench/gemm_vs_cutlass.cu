@@ -133,12 +133,36 @@ struct OwnGemm {
     // package zeroes it on the stream before every launch, and that variant
     // times what the zeroing adds.
     if (!memset_in_run) CHECK(cudaMemset(counter, 0, sizeof(int)));
+    if (stream_k) {
+      // Ranges for every SM; the per-tile counts are zeroed on the stream
+      // before each launch (in the timed span, as the package does).
+      p.stream_k = cusync::make_stream_k(tiling.grid_rows(), tiling.grid_cols(), (k + Cfg::kTileK - 1) / Cfg::kTileK, sms);
+      p.stream_k_stage = 0;
+      p.begin = 0;
+      p.end = cusync_sm90::kStreamKDone;
+      const size_t partial_floats =
+          size_t(p.tiles0) * p.stream_k.max_segments() * Cfg::kTileM * Cfg::kTileN;
+      if (partial_floats > partial_capacity) {
+        if (partials) CHECK(cudaFree(partials));
+        if (counts) CHECK(cudaFree(counts));
+        CHECK(cudaMalloc(&partials, partial_floats * sizeof(float)));
+        CHECK(cudaMalloc(&counts, sizeof(int) * 65536));
+        partial_capacity = partial_floats;
+      }
+      p.stream_k_counts = counts;
+      p.stream_k_partials = partials;
+    }
   }
   void run(cudaStream_t s) {
     if (memset_in_run) CHECK(cudaMemsetAsync(counter, 0, sizeof(int), s));
+    if (stream_k) CHECK(cudaMemsetAsync(counts, 0, sizeof(int) * p.stream_k.tiles(), s));
     CHECK(cusync_sm90::launch_chain(p, sms, s));
   }
   bool memset_in_run = false;
+  bool stream_k = false;
+  int* counts = nullptr;
+  float* partials = nullptr;
+  size_t partial_capacity = 0;
 };
 
 __global__ void fill(Element* x, size_t n, uint32_t seed) {
@@ -177,7 +201,8 @@ int main(int argc, char** argv) {
   using Own128 = cusync_sm90::ChainConfig<Element, 128, false, 1>;
   using Own96 = cusync_sm90::ChainConfig<Element, 96, false, 1>;
   using Own128c2 = cusync_sm90::ChainConfig<Element, 128, false, 2>;
-  static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
+  static OwnGemm<Own128> own_grouped, own_column, own_column_memset, own_streamk;
+  own_streamk.stream_k = true;
   static OwnGemm<Own96> own96_column;
   static OwnGemm<Own128c2> own128c2_column;
   own_column_memset.memset_in_run = true;
@@ -192,6 +217,9 @@ int main(int argc, char** argv) {
       {"own128_column", [&](auto x, auto w, auto o, int m, int n, int k) {
          own_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
        [&](cudaStream_t s) { own_column.run(s); }},
+      {"own128_streamk", [&](auto x, auto w, auto o, int m, int n, int k) {
+         own_streamk.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
+       [&](cudaStream_t s) { own_streamk.run(s); }},
       {"own96_column", [&](auto x, auto w, auto o, int m, int n, int k) {
          own96_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
        [&](cudaStream_t s) { own96_column.run(s); }},

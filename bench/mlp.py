@@ -46,7 +46,8 @@ ESTIMATE_TFLOPS = 300.0
 def variants(activation: str, orders=()):
     """impl name -> plan_mlp keyword arguments (None: the XLA row). Each extra
     tile order adds serial and the fused policies in that order ("@order")."""
-    out = {"xla": None, "serial": dict(mode="serial")}
+    # serial: stream-K where the planner's rule says it pays; serial-whole: never.
+    out = {"xla": None, "serial": dict(mode="serial"), "serial-whole": dict(mode="serial", stream_k=False)}
     policies = [cs.TileSync(), cs.RowSync()]
     if activation == "swiglu":
         policies.append(cs.StridedSync(2))
@@ -118,7 +119,9 @@ def describe(plan) -> str:
     t1, t2 = plan.tile1, plan.tile2
     tile = t1.text + ("" if t1 == t2 else f"/{t2.text}")
     cluster = f" cluster {plan.cluster_m}x1" if plan.cluster_m > 1 else ""
-    return f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}"
+    sk = "".join(str(i + 1) for i, on in enumerate(plan.stream_k) if on)
+    stream_k = f" stream-K {'/'.join(sk)}" if sk else ""
+    return f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}{stream_k}"
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,

@@ -22,19 +22,26 @@ MARGIN = 1.01
 
 def parse_plan(text: str) -> tuple:
     """'128x128x64 cluster 2x1 RowSync fused grouped:4' ->
-    ([128, 128, 64], 'RowSync', 'fused', 'grouped', 4, 2) (the cluster part is
-    optional: 1). Results written before the order was printed ran row-major
-    unless they named another order."""
+    ([128, 128, 64], 'RowSync', 'fused', 'grouped', 4, 2, [False, False]) (the
+    cluster part is optional: 1); a trailing 'stream-K 1/2' names the GEMMs
+    that ran stream-K. Results written before the order was printed ran
+    row-major unless they named another order."""
     tile, *words = text.split(" ")
     if "/" in tile:
         raise ValueError(f"plan {text!r}: the table holds one tile for both GEMMs")
+    stream_k = [False, False]
+    if "stream-K" in words:
+        at = words.index("stream-K")
+        for gemm in words[at + 1].split("/"):
+            stream_k[int(gemm) - 1] = True
+        words = words[:at]
     cluster_m = 1
     if words[:1] == ["cluster"]:
         cluster_m = int(words[1].split("x")[0])
         words = words[2:]
     policy, mode, *order = words
     name, _, band = (order[0] if order else "row_major").partition(":")
-    return [int(v) for v in tile.split("x")], policy, mode, name, int(band) if band else 8, cluster_m
+    return [int(v) for v in tile.split("x")], policy, mode, name, int(band) if band else 8, cluster_m, stream_k
 
 
 def shape_of(row: dict) -> dict:
@@ -54,12 +61,12 @@ def entries(result: dict) -> list:
         ours = min((r for r in rows if r["impl"] not in ("xla", "auto")), key=lambda r: r["ms"])
         entry = dict(shape_of(rows[0]), dtype=dtype, tokens=tokens)
         if xla / ours["ms"] >= MARGIN:
-            tile, policy, mode, order, band, cluster_m = parse_plan(ours["plan"])
+            tile, policy, mode, order, band, cluster_m, stream_k = parse_plan(ours["plan"])
             entry.update(impl=ours["impl"], policy=policy, mode=mode, tile=tile, order=order,
-                         group_rows=band, cluster_m=cluster_m)
+                         group_rows=band, cluster_m=cluster_m, stream_k=stream_k)
         else:
             entry.update(impl="xla", policy=None, mode="xla", tile=None, order=None, group_rows=8,
-                         cluster_m=1)
+                         cluster_m=1, stream_k=[False, False])
         entry["speedup_over_xla"] = round(xla / ours["ms"], 3)
         out.append(entry)
     return out

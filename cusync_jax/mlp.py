@@ -15,7 +15,7 @@ from jax.interpreters import batching, mlir
 from . import _backend, kernels
 from ._op_common import check_float_dtypes, check_mode, default_device, ffi_lowering, shape_of
 from .activations import ACTIVATIONS, activation_slices, apply_activation, check_activation
-from .planner import CpuOptions, MlpPlan, plan_mlp, sync_words
+from .planner import CpuOptions, MlpPlan, plan_mlp
 from .policies import Optimizations, StridedSync, parse_policy
 
 synced_mlp_p = jex_core.Primitive("cusync_synced_mlp")
@@ -66,7 +66,7 @@ def _abstract_eval(x, w1, b1, w2, b2, *, plan: MlpPlan, activation: str):
     tokens, _ = x.shape
     slices = activation_slices(activation)
     ffn = w1.shape[1] // slices
-    words = sync_words(tokens, ffn, slices, plan.tile1, _backend.SYNC_HEADER_WORDS)
+    words = _backend.mlp_sync_words(tokens, x.shape[1], ffn, w2.shape[1], slices, plan)
     return (jax.core.ShapedArray((tokens, w2.shape[1]), x.dtype),
             jax.core.ShapedArray((tokens, w1.shape[1]), x.dtype),
             jax.core.ShapedArray((words,), jnp.int32))
@@ -165,7 +165,7 @@ _mlp.defvjp(_mlp_fwd, _mlp_bwd)
 # -------------------------------------------------------------- public API
 def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy="auto",
                tile=None, mode: str = "auto", optimizations: Optional[Optimizations] = None,
-               cpu: Optional[CpuOptions] = None, plan: Optional[MlpPlan] = None):
+               cpu: Optional[CpuOptions] = None, stream_k=None, plan: Optional[MlpPlan] = None):
     """``act(x @ w1 + b1) @ w2 + b2`` with the two GEMMs synchronized tile by tile.
 
     x: [..., hidden] (leading dimensions fold into tokens); w1: [hidden, ffn]
@@ -179,6 +179,8 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     mode: "auto", "fused" (one persistent schedule, cannot deadlock), "streams"
     (the paper's two streams), "serial" (stream order: the StreamSync baseline).
     optimizations: an Optimizations; cpu: CpuOptions for the CPU executor.
+    stream_k: serial mode on the Hopper kernel: None (where it pays), a bool,
+    or (producer, consumer) bools (plan_mlp).
     plan: a complete MlpPlan (from plan_mlp(...).plan), overriding the above.
 
     With everything automatic on a GPU, shapes where XLA's own ops measured (or
@@ -197,7 +199,7 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     if plan is None:
         plan = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=default_device(),
                         tile=tile, policy=policy, mode=mode, optimizations=optimizations,
-                        cpu=cpu, dtype=dtype).plan
+                        cpu=cpu, dtype=dtype, stream_k=stream_k).plan
     elif not isinstance(plan, MlpPlan):
         raise TypeError(f"plan: expected an MlpPlan, got {type(plan).__name__}")
     if plan.fallback:

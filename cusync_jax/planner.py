@@ -118,6 +118,11 @@ class MlpPlan:
     # Kernel family 1: CTAs per cluster along the rows; 2 runs 2x1 clusters
     # that share each w tile through TMA multicast (128x128 tiles, no SwiGLU).
     cluster_m: int = 1
+    # Kernel family 1, serial mode: (producer, consumer) GEMMs run stream-K
+    # (cusync/stream_k.h) on stream_k_ctas CTAs. The CPU executor runs the
+    # same math without it.
+    stream_k: tuple = (False, False)
+    stream_k_ctas: int = 0
 
     def attributes(self, activation_code: int) -> dict:
         """The FFI attributes (names as in ffi/common/mlp_spec.h)."""
@@ -128,6 +133,7 @@ class MlpPlan:
             order1=ORDER_CODES[self.order1], order2=ORDER_CODES[self.order2],
             mode=MODE_CODES[self.mode], optimizations=self.optimizations.bits(),
             group_rows=self.group_rows, cluster_m=self.cluster_m,
+            stream_k1=int(self.stream_k[0]), stream_k2=int(self.stream_k[1]), stream_k_ctas=self.stream_k_ctas,
             kernel=self.kernel, threads=self.cpu.threads, delay_us=self.cpu.delay_us,
             seed=self.cpu.seed, wait_timeout_ms=self.cpu.wait_timeout_ms)
 
@@ -138,8 +144,31 @@ def grid(rows: int, cols: int, tile: TileShape, slices: int = 1) -> tuple:
 
 
 def sync_words(tokens: int, ffn: int, slices: int, tile1: TileShape, header: int) -> int:
+    """Words of a plan without stream-K: the header and one semaphore per producer tile."""
     r, c = grid(tokens, ffn, tile1, slices)
     return header + r * c
+
+
+# Stream-K pays where whole tiles fill the last wave badly and a tile's
+# k-loop is long enough to carry the partial sums. Measured on the H200
+# (bench/logs/h200-stream-k-*.log; 128x128 tiles, GEMM alone): 0.81-0.94x of
+# the time of whole tiles where whole tiles take two waves or more and
+# stream-K's ranges would take at most 0.9 of them, at K >= 6144; 1.0-1.03x
+# at one wave (256 rows: the 96 tiles already stream the weights at full
+# rate); 1.12-1.32x at K = 2816.
+STREAM_K_MIN_K_BLOCKS = 96
+STREAM_K_MAX_WAVE_RATIO = 0.9
+
+
+def stream_k_pays(rows: int, cols: int, k_blocks: int, sms: int) -> bool:
+    """Whether a GEMM of rows x cols tiles of k_blocks k-blocks should run
+    stream-K on `sms` SMs (one CTA each)."""
+    tiles = rows * cols
+    whole_waves = math.ceil(tiles / max(1, sms))
+    if whole_waves < 2 or k_blocks < STREAM_K_MIN_K_BLOCKS:
+        return False
+    ctas = rows * max(1, sms // rows)  # whole ranges for every row (cusync/stream_k.h)
+    return tiles / ctas <= STREAM_K_MAX_WAVE_RATIO * whole_waves
 
 
 def makespan(durations: Sequence[float], slots: int) -> float:
@@ -306,7 +335,7 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
              activation: str = "gelu", device="h200", tile=None, policy="auto", mode="auto",
              optimizations: Optional[Optimizations] = None,
              cpu: Optional[CpuOptions] = None, dtype=None, order: Optional[str] = None,
-             group_rows: int = 8, cluster_m: int = 1,
+             group_rows: int = 8, cluster_m: int = 1, stream_k=None,
              allow_fallback: bool = True) -> MlpPlanReport:
     """Plans y = act(x @ w1) @ w2 with x [tokens, hidden], w1 [hidden, ffn]
     (2 * ffn for SwiGLU), w2 [ffn, out] (out defaults to hidden).
@@ -335,7 +364,56 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     (the default with cluster_m=2) and activations other than SwiGLU. The
     wave model does not model it: policy="auto" takes it only where the
     measured table (cusync_jax/tuned) says it won.
+
+    stream_k: where the plan runs in serial mode on the Hopper kernel
+    (family 1, cluster_m=1), run a GEMM stream-K: its k-blocks cut into equal
+    ranges, one per SM, instead of whole tiles (cusync/stream_k.h). None:
+    each GEMM where stream_k_pays says so; True / False: both GEMMs; or a
+    (producer, consumer) pair of bools.
     """
+    rep = _plan_mlp(tokens, hidden, ffn, out, activation=activation, device=device, tile=tile,
+                    policy=policy, mode=mode, optimizations=optimizations, cpu=cpu, dtype=dtype,
+                    order=order, group_rows=group_rows, cluster_m=cluster_m, stream_k=stream_k,
+                    allow_fallback=allow_fallback)
+    return _with_stream_k(rep, stream_k, device, cpu)
+
+
+def _with_stream_k(rep: MlpPlanReport, stream_k, device, cpu) -> MlpPlanReport:
+    if stream_k is None or isinstance(stream_k, bool):
+        pair = None if stream_k is None else (stream_k, stream_k)
+    elif (isinstance(stream_k, (tuple, list)) and len(stream_k) == 2
+          and all(isinstance(v, bool) for v in stream_k)):
+        pair = tuple(stream_k)
+    else:
+        raise ValueError(f"stream_k: expected None, a bool or a (producer, consumer) pair of bools, "
+                         f"got {stream_k!r}")
+    plan = rep.plan
+    runs_it = plan.mode == "serial" and plan.kernel == 1 and plan.cluster_m == 1
+    if plan.fallback or (pair is None and not runs_it) or pair == (False, False):
+        return rep
+    if pair is not None and not runs_it:
+        raise ValueError(f"stream_k={stream_k!r}: stream-K runs in serial mode on the Hopper kernel "
+                         f"(family 1) without clusters; the plan runs mode {plan.mode!r}, kernel "
+                         f"{plan.kernel}, cluster_m {plan.cluster_m}")
+    model, _ = resolve_device(device, cpu or CpuOptions())
+    if pair is None:
+        slices = activation_slices(rep.activation)
+        g1 = grid(rep.tokens, rep.ffn, plan.tile1, slices)
+        g2 = grid(rep.tokens, rep.out, plan.tile2)
+        pair = (stream_k_pays(*g1, -(-rep.hidden // plan.tile1.k), model.sms),
+                stream_k_pays(*g2, -(-rep.ffn // plan.tile2.k), model.sms))
+        if pair == (False, False):
+            return rep
+    plan = dataclasses.replace(plan, stream_k=pair, stream_k_ctas=model.sms)
+    return dataclasses.replace(rep, plan=plan)
+
+
+def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
+              activation: str = "gelu", device="h200", tile=None, policy="auto", mode="auto",
+              optimizations: Optional[Optimizations] = None,
+              cpu: Optional[CpuOptions] = None, dtype=None, order: Optional[str] = None,
+              group_rows: int = 8, cluster_m: int = 1, stream_k=None,
+              allow_fallback: bool = True) -> MlpPlanReport:
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
         if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
             raise ValueError(f"{name}: expected a positive int, got {v!r}")
@@ -371,7 +449,7 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
                          f"device {model.name} is {model.arch / 10:.1f}")
     run_mode = "fused" if mode == "auto" else mode
     automatic = (chosen_policy is None and mode == "auto" and tiles is None and order is None
-                 and group_rows == 8 and cluster_m == 1)
+                 and group_rows == 8 and cluster_m == 1 and stream_k is None)
     tuned = automatic and allow_fallback and not on_cpu
 
     def xla_instead(source):
@@ -390,7 +468,8 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
             rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
                            tile=choice.tile, policy=choice.policy, mode=choice.mode,
                            order=choice.order, group_rows=choice.group_rows,
-                           cluster_m=choice.cluster_m, optimizations=optimizations, cpu=cpu)
+                           cluster_m=choice.cluster_m, stream_k=choice.stream_k,
+                           optimizations=optimizations, cpu=cpu)
             return dataclasses.replace(rep, source="measured")
 
     # Candidates: (tile1, tile2, kernel config or None for the CPU / a model).

@@ -37,6 +37,7 @@ class TunedChoice:
     order: Optional[str] = None  # tile order of both GEMMs; None: the planner's
     group_rows: int = 8          # the grouped order's band height
     cluster_m: int = 1           # Hopper kernel: CTAs per cluster along the rows
+    stream_k: tuple = (False, False)  # serial mode: (producer, consumer) GEMMs stream-K
 
     @property
     def fallback(self) -> bool:
@@ -72,7 +73,7 @@ def _choice(entry: dict) -> TunedChoice:
     policy = policy_from_name(entry["policy"]) if entry.get("policy") else None
     return TunedChoice(entry["impl"], entry["tokens"], policy, entry["mode"], tile,
                        entry["speedup_over_xla"], entry.get("order"), entry.get("group_rows", 8),
-                       entry.get("cluster_m", 1))
+                       entry.get("cluster_m", 1), tuple(entry.get("stream_k", (False, False))))
 
 
 def lookup(device_name: str, tokens: int, hidden: int, ffn: int, out: int, activation: str,

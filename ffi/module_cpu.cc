@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/mlp_spec.h"
 #include "cusync/dependency.h"
 #include "cusync/policy.h"
 #include "cusync/stage.h"
@@ -46,6 +47,37 @@ NB_MODULE(_cusync_cpu, m) {
     d["cusync_synced_conv_pair"] = encapsulate(CusyncSyncedConvPairCpu);
     return d;
   });
+
+  m.def(
+      "mlp_sync_words",
+      [](int tokens, int hidden, int ffn, int out, int slices, std::vector<int> tile1, std::vector<int> tile2,
+         bool stream_k1, bool stream_k2, int stream_k_ctas) {
+        cusync_ffi::MlpSpec s;
+        s.tokens = tokens;
+        s.hidden = hidden;
+        s.ffn = ffn;
+        s.out = out;
+        s.producer = make_stage(tokens, ffn, slices, tile1.at(0), tile1.at(1), 0);
+        s.consumer = make_stage(tokens, out, 1, tile2.at(0), tile2.at(1), 0);
+        s.tile_k1 = tile1.at(2);
+        s.tile_k2 = tile2.at(2);
+        s.stream_k1 = stream_k1;
+        s.stream_k2 = stream_k2;
+        s.stream_k_ctas = stream_k_ctas;
+        return static_cast<long long>(cusync_ffi::mlp_sync_layout(s).words);
+      },
+      nb::arg("tokens"), nb::arg("hidden"), nb::arg("ffn"), nb::arg("out"), nb::arg("slices"), nb::arg("tile1"),
+      nb::arg("tile2"), nb::arg("stream_k1"), nb::arg("stream_k2"), nb::arg("stream_k_ctas"),
+      "int32 words of a synced-MLP call's sync buffer (cusync/sync_layout.h, common/mlp_spec.h): the "
+      "semaphores, and with stream-K the tile counts and fp32 partial sums.");
+
+  m.def(
+      "stream_k_max_segments",
+      [](int rows, int cols, int k_blocks, int ctas) {
+        return cusync::make_stream_k(rows, cols, k_blocks, ctas).max_segments();
+      },
+      nb::arg("rows"), nb::arg("cols"), nb::arg("k_blocks"), nb::arg("ctas"),
+      "Most segments a tile has when a stage runs stream-K on `ctas` CTAs (cusync/stream_k.h).");
 
   m.def(
       "stage_schedule",

@@ -1,4 +1,6 @@
 """synced_mlp on the CPU tile executor against a float32 jnp reference."""
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -164,3 +166,21 @@ def test_chained_in_a_loop_and_x_still_needed_after_the_call(mode):
     # A residual: x is read after the call that may take its buffer.
     got = jax.jit(lambda v: step(v) + v)(x)
     assert rel_err(got, ref(x) + x) < TOL[jnp.float32]
+
+
+def test_stream_k_plan_sizes_its_buffer_and_runs_the_same_math_on_cpu():
+    # A stream-K plan (made for the H200) adds counts and partial sums to the
+    # sync buffer, sized by the C++ layout; the CPU executor ignores it.
+    from cusync_jax import _backend, _cusync_cpu
+    x, w1, w2, b1, b2 = mlp_inputs(23, 300, 256, 512, 128, jnp.float32)
+    plan = cs.plan_mlp(300, 256, 512, 128, device="h200", mode="serial", tile=(128, 128, 64),
+                       stream_k=True).plan
+    plain = dataclasses.replace(plan, stream_k=(False, False), stream_k_ctas=0)
+    words = _backend.mlp_sync_words(300, 256, 512, 128, 1, plan)
+    segments = (_cusync_cpu.stream_k_max_segments(3, 4, 4, 132), _cusync_cpu.stream_k_max_segments(3, 1, 8, 132))
+    base = _backend.mlp_sync_words(300, 256, 512, 128, 1, plain)
+    assert base == _backend.SYNC_HEADER_WORDS + 3 * 4
+    counts_end = base + 3 * 4 + 3 * 1
+    assert words == -(-counts_end // 4) * 4 + segments[0] * 12 * 128 * 128 + segments[1] * 3 * 128 * 128
+    y = cs.synced_mlp(x, w1, w2, b1=b1, b2=b2, plan=plan)
+    assert rel_err(y, cs.mlp_reference(x, w1, w2, b1=b1, b2=b2)) < TOL[jnp.float32]

@@ -124,3 +124,35 @@ def test_cluster_m_is_opt_in_and_validated():
         cs.plan_mlp(256, 512, 512, device="h200", activation="swiglu", cluster_m=2)
     with pytest.raises(ValueError, match="Hopper"):
         cs.plan_mlp(256, 512, 512, device="a100", cluster_m=2)
+
+
+def test_stream_k_where_whole_tiles_fill_the_last_wave_badly():
+    # GPT-3's GEMMs on the H200 (132 SMs), 128x128 tiles: measured 0.81-0.94x
+    # with stream-K at 512-768 tokens; not at one wave (256 tokens, producer)
+    # nor at K = 2816 (LLaMA's consumer).
+    sk = lambda tokens, hidden, ffn, act="gelu": cs.plan_mlp(
+        tokens, hidden, ffn, activation=act, device="h200", mode="serial",
+        tile=(128, 128, 64)).plan.stream_k
+    assert sk(256, 12288, 6144) == (False, True)
+    assert sk(512, 12288, 6144) == (True, False)   # the consumer's 384 tiles take 2.9 of 3 waves
+    assert sk(768, 12288, 6144) == (True, True)
+    assert sk(512, 8192, 2816, "swiglu") == (True, False)
+    assert sk(4096, 12288, 6144) == (False, False)
+    plan = cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(128, 128, 64)).plan
+    assert plan.stream_k_ctas == 132 and plan.attributes(0)["stream_k1"] == 1
+
+
+def test_stream_k_explicit_and_refused_where_it_cannot_run():
+    plan = cs.plan_mlp(4096, 1024, 4096, device="h200", mode="serial", stream_k=(True, False)).plan
+    assert plan.stream_k == (True, False)
+    assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", stream_k=False).plan.stream_k == (
+        False, False)
+    with pytest.raises(ValueError, match="stream-K runs in serial mode"):
+        cs.plan_mlp(768, 12288, 6144, device="h200", mode="fused", stream_k=True)
+    with pytest.raises(ValueError, match="stream-K runs in serial mode"):
+        cs.plan_mlp(768, 1024, 4096, device="cpu", mode="serial", stream_k=True)
+    with pytest.raises(ValueError, match="stream_k: expected None, a bool"):
+        cs.plan_mlp(768, 1024, 4096, device="h200", mode="serial", stream_k=1)
+    # Automatic modes other than serial, and the CPU, never take it.
+    assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="fused").plan.stream_k == (False, False)
+    assert cs.plan_mlp(768, 1024, 4096, device="cpu", mode="serial").plan.stream_k == (False, False)

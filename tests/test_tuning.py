@@ -168,8 +168,11 @@ def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path)
     # A plan written before orders were printed ran row-major.
     assert tune.parse_plan("128x256x64 TileSync fused")[3] == "row_major"
     assert tune.parse_plan("128x128x64 cluster 2x1 RowSync fused grouped") == (
-        [128, 128, 64], "RowSync", "fused", "grouped", 8, 2)
+        [128, 128, 64], "RowSync", "fused", "grouped", 8, 2, [False, False])
     assert tune.parse_plan("128x128x64 RowSync fused")[5] == 1
+    assert tune.parse_plan("128x128x64 RowSync serial grouped stream-K 1/2")[2:] == (
+        "serial", "grouped", 8, 1, [True, True])
+    assert tune.parse_plan("128x128x64 RowSync serial grouped stream-K 2")[6] == [False, True]
 
 
 def test_float32_on_a_gpu_runs_xla_under_auto(table):

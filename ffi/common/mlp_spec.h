@@ -10,6 +10,8 @@
 #include "cusync/activation.h"
 #include "cusync/policy.h"
 #include "cusync/stage.h"
+#include "cusync/stream_k.h"
+#include "cusync/sync_layout.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace cusync_ffi {
@@ -25,6 +27,11 @@ struct MlpSpec {
   int optimizations = 0;
   int kernel = 0;  // GPU kernel family (0 = default for the device)
   int cluster_m = 1;  // kernel family 1: CTAs per cluster along M (1, or 2 for 2x1 clusters)
+  // Kernel family 1, serial mode: run the producer (1) / consumer (2) GEMM
+  // stream-K on stream_k_ctas CTAs (cusync/stream_k.h); the CPU executor runs
+  // the same math without it.
+  bool stream_k1 = false, stream_k2 = false;
+  int stream_k_ctas = 0;
   // CPU executor controls (ignored on GPU): worker threads (0 = all cores),
   // random per-tile delay bound and its seed (testing), wait timeout.
   int threads = 0;
@@ -66,6 +73,10 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   CUSYNC_GET("optimizations", &spec->optimizations)
   CUSYNC_GET("kernel", &spec->kernel)
   CUSYNC_GET("cluster_m", &spec->cluster_m)
+  int sk1 = 0, sk2 = 0;
+  CUSYNC_GET("stream_k1", &sk1)
+  CUSYNC_GET("stream_k2", &sk2)
+  CUSYNC_GET("stream_k_ctas", &spec->stream_k_ctas)
   CUSYNC_GET("threads", &spec->threads)
   CUSYNC_GET("delay_us", &spec->delay_us)
   CUSYNC_GET("seed", &spec->seed)
@@ -79,6 +90,11 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   if (group_rows < 1) return Error::InvalidArgument("cusync_jax: group_rows must be positive");
   if (spec->cluster_m != 1 && spec->cluster_m != 2)
     return Error::InvalidArgument("cusync_jax: cluster_m must be 1 or 2, got " + std::to_string(spec->cluster_m));
+  if ((sk1 || sk2) && (spec->stream_k_ctas < 1 || mode != static_cast<int>(Mode::kSerial)))
+    return Error::InvalidArgument("cusync_jax: stream-K runs in serial mode on a positive CTA budget; got mode " +
+                                  std::to_string(mode) + ", stream_k_ctas " + std::to_string(spec->stream_k_ctas));
+  spec->stream_k1 = sk1 != 0;
+  spec->stream_k2 = sk2 != 0;
   if (tm1 <= 0 || tn1 <= 0 || tm2 <= 0 || tn2 <= 0 || spec->tile_k1 <= 0 || spec->tile_k2 <= 0)
     return Error::InvalidArgument("cusync_jax: tile sizes must be positive");
 
@@ -101,6 +117,19 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   spec->consumer = cusync::Stage{static_cast<int>(spec->tokens), static_cast<int>(spec->out), 1,
                                  tm2, tn2, static_cast<cusync::TileOrder>(order2), group_rows};
   return Error::Success();
+}
+
+// The sync buffer's layout for a decoded call: with stream-K, each tile of a
+// stage gets as many partial-sum slots as the most segments a tile has.
+inline int mlp_k_blocks1(const MlpSpec& s) { return static_cast<int>((s.hidden + s.tile_k1 - 1) / s.tile_k1); }
+inline int mlp_k_blocks2(const MlpSpec& s) { return static_cast<int>((s.ffn + s.tile_k2 - 1) / s.tile_k2); }
+
+inline cusync::SplitLayout mlp_sync_layout(const MlpSpec& s) {
+  const auto segments = [&](const cusync::Stage& st, bool on, int k_blocks) {
+    return on ? cusync::make_stream_k(st.grid_rows(), st.grid_cols(), k_blocks, s.stream_k_ctas).max_segments() : 1;
+  };
+  return cusync::split_layout(s.producer, s.consumer, segments(s.producer, s.stream_k1, mlp_k_blocks1(s)),
+                              segments(s.consumer, s.stream_k2, mlp_k_blocks2(s)));
 }
 
 }  // namespace cusync_ffi

@@ -46,11 +46,16 @@ ffi::Error SyncedMlpCpu(ffi::AnyBuffer x, ffi::AnyBuffer w1, ffi::AnyBuffer b1, 
     return ffi::Error::InvalidArgument("cusync_jax: result buffers have the wrong size");
   const cusync::Stage& P = s.producer;
   const cusync::Stage& C = s.consumer;
-  if (static_cast<int64_t>(sync->element_count()) < cusync::sync_words(P))
-    return ffi::Error::InvalidArgument("cusync_jax: sync buffer smaller than the plan needs");
+  // (A stream-K plan sizes the buffer for the CUDA kernel's partial sums;
+  // the executor here runs the same math whole and zeroes only the words
+  // before them.)
+  const cusync::SplitLayout layout = cusync_ffi::mlp_sync_layout(s);
+  if (static_cast<int64_t>(sync->element_count()) < layout.words)
+    return ffi::Error::InvalidArgument("cusync_jax: sync buffer of " + std::to_string(sync->element_count()) +
+                                       " words; the plan needs " + std::to_string(layout.words));
   if (T == 0 || O == 0) return ffi::Error::Success();
 
-  std::memset(sync->typed_data(), 0, sync->element_count() * sizeof(int));
+  std::memset(sync->typed_data(), 0, layout.zeroed * sizeof(int));
   int* sems = sync->typed_data() + cusync::kSyncHeaderWords;
 
   const std::vector<float> xf = to_float(x), w1f = to_float(w1), b1f = to_float(b1),

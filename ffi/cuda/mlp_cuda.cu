@@ -43,12 +43,14 @@ ffi::Error SyncedMlpCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w
   if (static_cast<int64_t>(h->element_count()) != T * slices * F ||
       static_cast<int64_t>(y->element_count()) != T * O)
     return ffi::Error::InvalidArgument("cusync_jax: result buffers have the wrong size");
-  if (static_cast<int64_t>(sync->element_count()) < cusync::sync_words(s.producer))
-    return ffi::Error::InvalidArgument("cusync_jax: sync buffer smaller than the plan needs");
+  const cusync::SplitLayout layout = cusync_ffi::mlp_sync_layout(s);
+  if (static_cast<int64_t>(sync->element_count()) < layout.words)
+    return ffi::Error::InvalidArgument("cusync_jax: sync buffer of " + std::to_string(sync->element_count()) +
+                                       " words; the plan needs " + std::to_string(layout.words));
   if (T == 0 || O == 0) return ffi::Error::Success();
 
   CUSYNC_CUDA_RETURN_IF_ERROR(
-      cudaMemsetAsync(sync->untyped_data(), 0, sync->element_count() * sizeof(int32_t), stream),
+      cudaMemsetAsync(sync->untyped_data(), 0, layout.zeroed * sizeof(int32_t), stream),
       "zeroing the sync buffer");
 
   int device = 0;
@@ -66,6 +68,8 @@ ffi::Error SyncedMlpCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w
                            h->untyped_data(), sync->typed_data(), dt == ffi::DataType::BF16};
   switch (s.kernel) {
     case 0:
+      if (s.stream_k1 || s.stream_k2)
+        return ffi::Error::InvalidArgument("cusync_jax: stream-K runs on kernel family 1 (Hopper) only");
       if (s.cluster_m != 1)
         return ffi::Error::InvalidArgument("cusync_jax: cluster_m = 2 runs on kernel family 1 (Hopper) only");
       return launch_mlp_sm80(s, buffers, stream, facts.info);

@@ -2,7 +2,9 @@
 // persistent wgmma + TMA GEMM-chain kernel (sm90_chain_kernel.cuh).
 //
 //   serial   the kernel twice in stream order: producer positions, then
-//            consumer positions; no waits (the StreamSync baseline).
+//            consumer positions; no waits (the StreamSync baseline). Either
+//            GEMM may run stream-K (cusync/stream_k.h): where its tiles fill
+//            the SMs badly, equal ranges of k-blocks instead of whole tiles.
 //   fused    one launch; the atomic counter hands out every producer tile,
 //            then the consumer tiles, which wait on the policy's semaphores.
 //   streams  the paper's form: the producer positions on XLA's stream, the
@@ -100,15 +102,33 @@ Error run_mlp(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t st
 
   switch (s.mode) {
     case cusync_ffi::Mode::kSerial: {
+      const cusync::SplitLayout layout = cusync_ffi::mlp_sync_layout(s);
+      // Stream-K for stage `stage` where the plan asks for it.
+      const auto with_stream_k = [&](ChainParams<Cfg> q, int stage, bool on, int k_blocks, long long counts,
+                                     long long partials) {
+        if (!on) return q;
+        const cusync::Stage& st = stage == 0 ? producer : s.consumer;
+        q.stream_k = cusync::make_stream_k(st.grid_rows(), st.grid_cols(), k_blocks, s.stream_k_ctas);
+        q.stream_k_stage = stage;
+        q.stream_k_counts = b.sync + counts;
+        q.stream_k_partials = reinterpret_cast<float*>(b.sync + partials);
+        q.begin = 0;
+        q.end = kStreamKDone;
+        return q;
+      };
       p.begin = 0;
       p.end = P;
       p.counter = b.sync + cusync::kProducerCounter;
-      if (auto e = launch(p, device, stream, "launching the Hopper producer kernel (serial)"); e.failure())
+      if (auto e = launch(with_stream_k(p, 0, s.stream_k1, cusync_ffi::mlp_k_blocks1(s), layout.counts1,
+                                        layout.partials1),
+                          device, stream, "launching the Hopper producer kernel (serial)");
+          e.failure())
         return e;
       p.begin = P;
       p.end = P + C;
       p.counter = b.sync + cusync::kConsumerCounter;
-      return launch(p, device, stream, "launching the Hopper consumer kernel (serial)");
+      return launch(with_stream_k(p, 1, s.stream_k2, cusync_ffi::mlp_k_blocks2(s), layout.counts2, layout.partials2),
+                    device, stream, "launching the Hopper consumer kernel (serial)");
     }
     case cusync_ffi::Mode::kFused: {
       p.consumer_waits = p.producer_posts = true;
@@ -189,6 +209,8 @@ Error launch_mlp_sm90(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStr
     return b.bf16 ? run_mlp<ChainBF16x96>(s, b, stream, device) : run_mlp<ChainF16x96>(s, b, stream, device);
   }
   if (s.cluster_m != 1) {
+    if (s.stream_k1 || s.stream_k2)
+      return Error::InvalidArgument("cusync_jax: kernel family 1 runs stream-K without clusters (cluster_m 1)");
     if (s.cluster_m != 2 || n != 128 || swiglu) {
       return Error::InvalidArgument(
           "cusync_jax: kernel family 1 runs cluster_m = 2 only with 128x128x64 tiles and a one-slice "

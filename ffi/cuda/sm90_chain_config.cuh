@@ -157,6 +157,7 @@ struct ChainConfig {
     typename TilePipeline::SharedStorage tile_pipeline;
     typename MathOrder::SharedStorage math_order;
     int tile_slot[kTileSlots];
+    int stream_k_last[2];  // per MMA warpgroup: its segment counted last (stream-K)
   };
   // Clusters: the leader CTA's loader takes the schedule positions and sends
   // each to the peer's mailbox (st.async, which completes the peer's

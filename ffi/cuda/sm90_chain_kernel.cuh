@@ -26,6 +26,11 @@
 // consumer k-block can read two producer tiles per row: the waits below cover
 // every producer tile of a k-block.
 //
+// Stream-K (ChainParams::stream_k, one stage per launch, no synchronization;
+// see cusync/stream_k.h): a CTA takes no positions from the counter; it runs
+// its own range of the stage's k-blocks, segment by segment, and the loader
+// publishes each segment's first unit as the position.
+//
 // 2x1 clusters (Cfg::kClusterM == 2): a position is a pair of row tiles
 // (2r, 2r+1) of one column tile; (r, col) is the stage's order applied to a
 // grid of ceil(rows/2) pair rows (kGrouped bands of ceil(group_rows/2) pair
@@ -48,6 +53,7 @@
 #include "cusync/policy.h"
 #include "cusync/semaphore.h"
 #include "cusync/stage.h"
+#include "cusync/stream_k.h"
 
 namespace cusync_sm90 {
 
@@ -82,13 +88,26 @@ struct ChainParams {
   bool consumer_waits;  // fused and streams: stage-1 tiles wait on stage-0 posts
   bool producer_posts;  // stage-0 tiles post when stored
   bool release_store;   // single-poster semaphores: post with a release store
+  // Stream-K: on where stream_k.ctas_per_row > 0 (then begin = 0, end =
+  // kStreamKDone, and the launch has stream_k.ctas() CTAs).
+  cusync::StreamK stream_k;
+  int stream_k_stage;       // the stage it runs
+  int* stream_k_counts;     // [tiles], segments of each tile done; zeroed before the launch
+  float* stream_k_partials; // [tiles][max_segments][tile elements], in the MMA threads' register order
 };
 
-// A schedule position resolved to a tile.
+// The loader's last position in stream-K: past every unit.
+constexpr int kStreamKDone = 0x7fffffff;
+
+// A schedule position resolved to a tile, and the k-blocks [kb0, kb1) of it
+// to run (all of them but in stream-K).
 struct TileJob {
   int stage;
   cusync::Tile tile;
   int row0, row1, col0, col1, slice;
+  int kb0, kb1;
+  int index;             // stream-K: the tile's position in the stage's order
+  int segment, segments; // stream-K: which of the tile's segments, of how many (1: whole)
 };
 
 // Schedule positions of a stage: tiles, or row-tile pairs with clusters.
@@ -101,7 +120,31 @@ __host__ __device__ __forceinline__ int schedule_positions(const cusync::Stage& 
 template <class Cfg>
 __device__ __forceinline__ TileJob resolve(ChainParams<Cfg> const& p, int pos) {
   TileJob j;
+  if (p.stream_k.ctas_per_row > 0) {
+    // pos: the segment's first unit in this CTA's range of its line.
+    const cusync::StreamKSegment seg = p.stream_k.segment(p.stream_k.row_of(blockIdx.x), pos,
+                                                  p.stream_k.cta_end(blockIdx.x));
+    j.stage = p.stream_k_stage;
+    const cusync::Stage& s = p.stage[j.stage].tiling;
+    j.tile = seg.tile;
+    j.row0 = s.row_begin(j.tile);
+    j.row1 = s.row_end(j.tile);
+    j.col0 = s.col_begin(j.tile);
+    j.col1 = s.col_end(j.tile);
+    j.slice = s.slice_of(j.tile);
+    j.kb0 = seg.kb0;
+    j.kb1 = seg.kb1;
+    j.index = seg.index;
+    j.segment = seg.slot;
+    j.segments = seg.count;
+    return j;
+  }
   j.stage = pos < p.tiles0 ? 0 : 1;
+  j.kb0 = 0;
+  j.kb1 = (p.stage[j.stage].k + Cfg::kTileK - 1) / Cfg::kTileK;
+  j.index = 0;
+  j.segment = 0;
+  j.segments = 1;
   const cusync::Stage& s = p.stage[j.stage].tiling;
   if constexpr (Cfg::kClusterM == 1) {
     j.tile = s.tile(j.stage == 0 ? pos : pos - p.tiles0);
@@ -252,10 +295,16 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   [[maybe_unused]] const int rank = Cfg::kClusterM > 1 ? int(cute::block_rank_in_cluster()) : 0;
   [[maybe_unused]] int mail = 0;
   [[maybe_unused]] uint32_t mail_phase = 0;
+  // Stream-K: this CTA's next unit and the end of its range.
+  const bool stream_k = p.stream_k.ctas_per_row > 0;
+  int unit = stream_k ? p.stream_k.cta_begin(blockIdx.x) : 0;
+  const int unit_end = stream_k ? p.stream_k.cta_end(blockIdx.x) : 0;
 
   for (;;) {
     int pos;
-    if constexpr (Cfg::kClusterM == 1) {
+    if (stream_k) {
+      pos = unit < unit_end ? unit : kStreamKDone;
+    } else if constexpr (Cfg::kClusterM == 1) {
       pos = p.begin + atomicAdd(p.counter, 1);
     } else if (rank == 0) {
       // Take the slot first: a position is claimed only when it can be sent.
@@ -281,6 +330,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     if (pos >= p.end) break;
 
     const TileJob job = resolve(p, pos);
+    unit += job.kb1 - job.kb0;
     const GemmStage<Cfg>& g = p.stage[job.stage];
     // Clusters: an empty peer tile (past the last row tile) loads the
     // leader's A rows, unsynchronized: its results are never stored.
@@ -317,7 +367,6 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     auto [tMgM, tMsM] = tma_partition(g.tma_gate, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_mine),
                                       group_modes<0, 2>(gM));
 
-    const int k_tiles = (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     int ready[2] = {-1, -1};
     // TileSync, one producer row: producer columns below ready_col are known
     // complete (and ordered before our TMA reads).
@@ -326,7 +375,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     const bool probe = CUSYNC_SM90_TILESYNC_PROBE && waits && p.policy.kind == cusync::PolicyKind::kTileSync &&
                        prow == (job.row1 - 1) / P.tile_rows;
     int ready_col = 0;
-    for (int kb = 0; kb < k_tiles; ++kb) {
+    for (int kb = job.kb0; kb < job.kb1; ++kb) {
       pipeline.producer_acquire(write);
       auto* bar = pipeline.producer_get_barrier(write);
       const int stage = write.index();
@@ -580,6 +629,59 @@ __device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const Tile
   }
 }
 
+// Stream-K, a segment of a tile cut between CTAs: stores its fp32 sums (each
+// thread's accumulators, float4-interleaved across the tile's threads so a
+// warp writes 512 contiguous bytes) and counts itself done (acq_rel). The
+// segment that counts last, whichever it is, adds the others' sums to its
+// own and returns true (it stores the tile); the others return false. None
+// waits, so the schedule stays free of deadlock.
+template <class Cfg, class Accum>
+__device__ __forceinline__ bool finish_stream_k_segment(ChainParams<Cfg> const& p, const TileJob& job, Accum& accum,
+                                                        int tile_thread, int group,
+                                                        typename Cfg::SharedStorage& smem) {
+  constexpr int kThreadsPerTile = Cfg::kPingpong ? 128 : Cfg::kMmaThreads;
+  constexpr int kValues = decltype(size(accum))::value;
+  static_assert(kValues % 4 == 0, "partial sums are stored as float4");
+  constexpr int kTileFloats = kThreadsPerTile * kValues;
+  auto tile_sync = [&] {
+    if constexpr (Cfg::kPingpong) asm volatile("bar.sync %0, 128;" ::"r"(4 + group) : "memory");
+    else mma_warpgroups_sync(Cfg::kMmaThreads);
+  };
+  float4* const sums = reinterpret_cast<float4*>(
+      p.stream_k_partials + size_t(job.index) * p.stream_k.max_segments() * kTileFloats);
+  float4* const mine = sums + size_t(job.segment) * (kTileFloats / 4);
+  CUTE_UNROLL
+  for (int v = 0; v < kValues / 4; ++v)
+    mine[v * kThreadsPerTile + tile_thread] =
+        make_float4(accum(4 * v), accum(4 * v + 1), accum(4 * v + 2), accum(4 * v + 3));
+  tile_sync();  // every thread of the tile has stored its sums
+  int* const last = &smem.stream_k_last[Cfg::kPingpong ? group : 0];
+  if (tile_thread == 0) {
+    __threadfence();
+    int before;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
+                 : "=r"(before) : "l"(p.stream_k_counts + job.index) : "memory");
+    *last = before == job.segments - 1;
+  }
+  tile_sync();  // the verdict, and (for the last) the acquire, before every thread's reads
+  const bool is_last = *last;
+  tile_sync();  // every thread has read the verdict before the word is reused
+  if (!is_last) return false;
+  for (int s = 0; s < job.segments; ++s) {
+    if (s == job.segment) continue;
+    const float4* const theirs = sums + size_t(s) * (kTileFloats / 4);
+    CUTE_UNROLL
+    for (int v = 0; v < kValues / 4; ++v) {
+      const float4 t = __ldcg(theirs + v * kThreadsPerTile + tile_thread);  // L2: written by other SMs
+      accum(4 * v) += t.x;
+      accum(4 * v + 1) += t.y;
+      accum(4 * v + 2) += t.z;
+      accum(4 * v + 3) += t.w;
+    }
+  }
+  return true;
+}
+
 // The MMA warpgroups: for each published tile, the k-loop on wgmma (one
 // batch in flight while the next stage is awaited), then the epilogue.
 // Pingpong: both warpgroups read every published tile; the i-th tile of the
@@ -620,13 +722,13 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     if constexpr (kPingpong) {
       const bool mine = (seen++ & 1) == group;
       if (!mine) {
-        const int k_other = p.stage[pos < p.tiles0 ? 0 : 1].k;
-        read.advance((k_other + Cfg::kTileK - 1) / Cfg::kTileK);
+        const TileJob other = resolve(p, pos);
+        read.advance(other.kb1 - other.kb0);
         continue;
       }
     }
     const TileJob job = resolve(p, pos);
-    const int k_tiles = (p.stage[job.stage].k + Cfg::kTileK - 1) / Cfg::kTileK;
+    const int k_tiles = job.kb1 - job.kb0;
 
     if constexpr (kPingpong) math_order.wait();
     auto release = read;
@@ -658,6 +760,9 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     }
     warpgroup_fence_operand(accum);
     if (k_tiles == 0) clear(accum);
+
+    // Stream-K: a tile cut between CTAs is stored by its last segment only.
+    if (job.segments > 1 && !finish_stream_k_segment(p, job, accum, tile_thread, group, smem)) continue;
 
     store_tile(p, job, accum, coords, smem.epi.data() + (mma_thread / 32) * Cfg::kEpiWarpElems);
 

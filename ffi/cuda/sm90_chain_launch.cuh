@@ -117,7 +117,8 @@ cudaError_t launch_chain(const ChainParams<Cfg>& p, int sm_count, cudaStream_t s
   const int work = p.end - p.begin;
   if (work <= 0) return cudaSuccess;
   if constexpr (Cfg::kClusterM == 1) {
-    const int grid = std::min(sm_count, work);
+    // Stream-K: one CTA per range (the ranges were cut for at most sm_count).
+    const int grid = p.stream_k.ctas_per_row > 0 ? p.stream_k.ctas() : std::min(sm_count, work);
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
     return cudaGetLastError();
   } else {

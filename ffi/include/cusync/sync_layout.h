@@ -22,7 +22,8 @@ enum SyncWord : int {
 // bounds every policy's semaphore count.
 CUSYNC_HD int sync_words(const Stage& producer) { return kSyncHeaderWords + producer.tile_count(); }
 
-// Split-K (the CUDA conv pair) extends the buffer: after the semaphores, one
+// Split-K (the CUDA conv pair) and stream-K (the Hopper MLP in stream order,
+// with a tile's segments as its shares) extend the buffer: after the semaphores, one
 // count per producer tile and per consumer tile (zeroed with them), then, at
 // a 16-byte boundary and not zeroed (every share writes its sums before the
 // last to count reads them), the fp32 partial sums: splits accumulator tiles of
