@@ -267,8 +267,9 @@ def test_stream_k_matches_reference(config, activation, shape):
 
 
 def test_stream_k_in_a_loop_of_calls():
-    # Counts are zeroed every call, partial sums rewritten: a long loop of
-    # stream-K calls gives the same answer every time.
+    # Counts are zeroed every call, partial sums rewritten, and a tile's
+    # segments are summed in one order whichever finishes last: a long loop
+    # of stream-K calls gives the same bits every time.
     x, w1, w2, b1, b2 = mlp_inputs(53, 768, 1024, 2048, 1024, jnp.float16)
     f = lambda v: cs.synced_mlp(v, w1, w2, b1=b1, b2=b2, mode="serial", tile=(128, 128, 64), stream_k=True)
     once = jax.jit(f)(x)

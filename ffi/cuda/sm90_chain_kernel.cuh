@@ -632,9 +632,18 @@ __device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const Tile
 // Stream-K, a segment of a tile cut between CTAs: stores its fp32 sums (each
 // thread's accumulators, float4-interleaved across the tile's threads so a
 // warp writes 512 contiguous bytes) and counts itself done (acq_rel). The
-// segment that counts last, whichever it is, adds the others' sums to its
-// own and returns true (it stores the tile); the others return false. None
-// waits, so the schedule stays free of deadlock.
+// segment that counts last, whichever it is, sums every segment's sums in
+// segment order (its own from registers at its place: the result does not
+// depend on which segment came last) and returns true (it stores the tile);
+// the others return false. None waits, so the schedule stays free of
+// deadlock.
+__device__ __forceinline__ void add4(float4& a, const float4& b) {
+  a.x += b.x;
+  a.y += b.y;
+  a.z += b.z;
+  a.w += b.w;
+}
+
 template <class Cfg, class Accum>
 __device__ __forceinline__ bool finish_stream_k_segment(ChainParams<Cfg> const& p, const TileJob& job, Accum& accum,
                                                         int tile_thread, int group,
@@ -667,17 +676,19 @@ __device__ __forceinline__ bool finish_stream_k_segment(ChainParams<Cfg> const& 
   const bool is_last = *last;
   tile_sync();  // every thread has read the verdict before the word is reused
   if (!is_last) return false;
-  for (int s = 0; s < job.segments; ++s) {
-    if (s == job.segment) continue;
-    const float4* const theirs = sums + size_t(s) * (kTileFloats / 4);
-    CUTE_UNROLL
-    for (int v = 0; v < kValues / 4; ++v) {
-      const float4 t = __ldcg(theirs + v * kThreadsPerTile + tile_thread);  // L2: written by other SMs
-      accum(4 * v) += t.x;
-      accum(4 * v + 1) += t.y;
-      accum(4 * v + 2) += t.z;
-      accum(4 * v + 3) += t.w;
-    }
+  const float4* const at = sums + tile_thread;  // this thread's float4 of each segment's first group
+  CUTE_UNROLL
+  for (int v = 0; v < kValues / 4; ++v) {
+    // ((0 + s0) + s1) + ...: the segments before this one, this one, the rest.
+    float4 total = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s = 0; s < job.segment; ++s) add4(total, __ldcg(at + size_t(s) * (kTileFloats / 4) + v * kThreadsPerTile));
+    add4(total, make_float4(accum(4 * v), accum(4 * v + 1), accum(4 * v + 2), accum(4 * v + 3)));
+    for (int s = job.segment + 1; s < job.segments; ++s)
+      add4(total, __ldcg(at + size_t(s) * (kTileFloats / 4) + v * kThreadsPerTile));  // L2: written by other SMs
+    accum(4 * v) = total.x;
+    accum(4 * v + 1) = total.y;
+    accum(4 * v + 2) = total.z;
+    accum(4 * v + 3) = total.w;
   }
   return true;
 }
