@@ -46,8 +46,8 @@ ESTIMATE_TFLOPS = 300.0
 def variants(activation: str, orders=()):
     """impl name -> plan_mlp keyword arguments (None: the XLA row). Each extra
     tile order adds serial and the fused policies in that order ("@order")."""
-    # serial: stream-K where the planner's rule says it pays; serial-whole: never.
-    out = {"xla": None, "serial": dict(mode="serial"), "serial-whole": dict(mode="serial", stream_k=False)}
+    # serial-sk: stream-K where the planner's rule says it pays (cusync/stream_k.h).
+    out = {"xla": None, "serial": dict(mode="serial"), "serial-sk": dict(mode="serial", stream_k="auto")}
     policies = [cs.TileSync(), cs.RowSync()]
     if activation == "swiglu":
         policies.append(cs.StridedSync(2))

@@ -179,8 +179,8 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     mode: "auto", "fused" (one persistent schedule, cannot deadlock), "streams"
     (the paper's two streams), "serial" (stream order: the StreamSync baseline).
     optimizations: an Optimizations; cpu: CpuOptions for the CPU executor.
-    stream_k: serial mode on the Hopper kernel: None (where it pays), a bool,
-    or (producer, consumer) bools (plan_mlp).
+    stream_k: serial mode on the Hopper kernel: None (off), "auto" (where it
+    pays), a bool, or (producer, consumer) bools (plan_mlp).
     plan: a complete MlpPlan (from plan_mlp(...).plan), overriding the above.
 
     With everything automatic on a GPU, shapes where XLA's own ops measured (or

@@ -367,9 +367,11 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
 
     stream_k: where the plan runs in serial mode on the Hopper kernel
     (family 1, cluster_m=1), run a GEMM stream-K: its k-blocks cut into equal
-    ranges, one per SM, instead of whole tiles (cusync/stream_k.h). None:
-    each GEMM where stream_k_pays says so; True / False: both GEMMs; or a
-    (producer, consumer) pair of bools.
+    ranges, one per SM, instead of whole tiles (cusync/stream_k.h). None or
+    False: neither GEMM; True: both; a (producer, consumer) pair of bools;
+    "auto": each GEMM where stream_k_pays says so. (Not the default yet: the
+    deterministic partial-sum reduction measured slower than whole tiles,
+    bench/NOTES_sm90.md.) The measured table may name it.
     """
     rep = _plan_mlp(tokens, hidden, ffn, out, activation=activation, device=device, tile=tile,
                     policy=policy, mode=mode, optimizations=optimizations, cpu=cpu, dtype=dtype,
@@ -379,14 +381,16 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
 
 
 def _with_stream_k(rep: MlpPlanReport, stream_k, device, cpu) -> MlpPlanReport:
-    if stream_k is None or isinstance(stream_k, bool):
-        pair = None if stream_k is None else (stream_k, stream_k)
+    if stream_k is None:
+        return rep
+    if stream_k == "auto" or isinstance(stream_k, bool):
+        pair = None if stream_k == "auto" else (stream_k, stream_k)
     elif (isinstance(stream_k, (tuple, list)) and len(stream_k) == 2
           and all(isinstance(v, bool) for v in stream_k)):
         pair = tuple(stream_k)
     else:
-        raise ValueError(f"stream_k: expected None, a bool or a (producer, consumer) pair of bools, "
-                         f"got {stream_k!r}")
+        raise ValueError(f"stream_k: expected None, 'auto', a bool or a (producer, consumer) pair of "
+                         f"bools, got {stream_k!r}")
     plan = rep.plan
     runs_it = plan.mode == "serial" and plan.kernel == 1 and plan.cluster_m == 1
     if plan.fallback or (pair is None and not runs_it) or pair == (False, False):

@@ -132,14 +132,17 @@ def test_stream_k_where_whole_tiles_fill_the_last_wave_badly():
     # nor at K = 2816 (LLaMA's consumer).
     sk = lambda tokens, hidden, ffn, act="gelu": cs.plan_mlp(
         tokens, hidden, ffn, activation=act, device="h200", mode="serial",
-        tile=(128, 128, 64)).plan.stream_k
+        tile=(128, 128, 64), stream_k="auto").plan.stream_k
     assert sk(256, 12288, 6144) == (False, True)
     assert sk(512, 12288, 6144) == (True, False)   # the consumer's 384 tiles take 2.9 of 3 waves
     assert sk(768, 12288, 6144) == (True, True)
     assert sk(512, 8192, 2816, "swiglu") == (True, False)
     assert sk(4096, 12288, 6144) == (False, False)
-    plan = cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(128, 128, 64)).plan
+    plan = cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(128, 128, 64),
+                       stream_k="auto").plan
     assert plan.stream_k_ctas == 132 and plan.attributes(0)["stream_k1"] == 1
+    # Off unless asked for.
+    assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial").plan.stream_k == (False, False)
 
 
 def test_stream_k_explicit_and_refused_where_it_cannot_run():
@@ -151,8 +154,10 @@ def test_stream_k_explicit_and_refused_where_it_cannot_run():
         cs.plan_mlp(768, 12288, 6144, device="h200", mode="fused", stream_k=True)
     with pytest.raises(ValueError, match="stream-K runs in serial mode"):
         cs.plan_mlp(768, 1024, 4096, device="cpu", mode="serial", stream_k=True)
-    with pytest.raises(ValueError, match="stream_k: expected None, a bool"):
+    with pytest.raises(ValueError, match="stream_k: expected None, 'auto', a bool"):
         cs.plan_mlp(768, 1024, 4096, device="h200", mode="serial", stream_k=1)
-    # Automatic modes other than serial, and the CPU, never take it.
-    assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="fused").plan.stream_k == (False, False)
-    assert cs.plan_mlp(768, 1024, 4096, device="cpu", mode="serial").plan.stream_k == (False, False)
+    # The rule never takes it in other modes, nor on the CPU.
+    assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="fused", stream_k="auto").plan.stream_k == (
+        False, False)
+    assert cs.plan_mlp(768, 1024, 4096, device="cpu", mode="serial", stream_k="auto").plan.stream_k == (
+        False, False)
