@@ -201,7 +201,9 @@ int main(int argc, char** argv) {
   using Own128 = cusync_sm90::ChainConfig<Element, 128, false, 1>;
   using Own96 = cusync_sm90::ChainConfig<Element, 96, false, 1>;
   using Own128c2 = cusync_sm90::ChainConfig<Element, 128, false, 2>;
-  static OwnGemm<Own128> own_grouped, own_column, own_column_memset, own_streamk;
+  using Own128sk = cusync_sm90::ChainConfig<Element, 128, false, 1, true>;
+  static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
+  static OwnGemm<Own128sk> own_streamk;
   own_streamk.stream_k = true;
   static OwnGemm<Own96> own96_column;
   static OwnGemm<Own128c2> own128c2_column;

@@ -157,6 +157,8 @@ def sync_words(tokens: int, ffn: int, slices: int, tile1: TileShape, header: int
 # at one wave (256 rows: the 96 tiles already stream the weights at full
 # rate); 1.12-1.32x at K = 2816.
 STREAM_K_MIN_K_BLOCKS = 96
+# The stream-K instances of the Hopper kernel (ffi/cuda/sm90_chain_stream_k.cu).
+STREAM_K_TILE = TileShape(128, 128, 64)
 STREAM_K_MAX_WAVE_RATIO = 0.9
 
 
@@ -367,7 +369,8 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
 
     stream_k: where the plan runs in serial mode on the Hopper kernel
     (family 1, cluster_m=1), run a GEMM stream-K: its k-blocks cut into equal
-    ranges, one per SM, instead of whole tiles (cusync/stream_k.h). None or
+    ranges, one per SM, instead of whole tiles (cusync/stream_k.h; 128x128x64
+    tiles only). None or
     False: neither GEMM; True: both; a (producer, consumer) pair of bools;
     "auto": each GEMM where stream_k_pays says so. (Not the default yet: the
     deterministic partial-sum reduction measured slower than whole tiles,
@@ -392,13 +395,15 @@ def _with_stream_k(rep: MlpPlanReport, stream_k, device, cpu) -> MlpPlanReport:
         raise ValueError(f"stream_k: expected None, 'auto', a bool or a (producer, consumer) pair of "
                          f"bools, got {stream_k!r}")
     plan = rep.plan
-    runs_it = plan.mode == "serial" and plan.kernel == 1 and plan.cluster_m == 1
+    runs_it = (plan.mode == "serial" and plan.kernel == 1 and plan.cluster_m == 1
+               and plan.tile1 == plan.tile2 == STREAM_K_TILE)
     if plan.fallback or (pair is None and not runs_it) or pair == (False, False):
         return rep
     if pair is not None and not runs_it:
         raise ValueError(f"stream_k={stream_k!r}: stream-K runs in serial mode on the Hopper kernel "
-                         f"(family 1) without clusters; the plan runs mode {plan.mode!r}, kernel "
-                         f"{plan.kernel}, cluster_m {plan.cluster_m}")
+                         f"(family 1) with {STREAM_K_TILE.text} tiles and no clusters; the plan runs "
+                         f"mode {plan.mode!r}, kernel {plan.kernel}, tiles {plan.tile1.text} and "
+                         f"{plan.tile2.text}, cluster_m {plan.cluster_m}")
     model, _ = resolve_device(device, cpu or CpuOptions())
     if pair is None:
         slices = activation_slices(rep.activation)

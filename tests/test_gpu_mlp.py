@@ -248,21 +248,19 @@ def test_y_in_x_buffer_chained_and_with_x_needed_after(config, mode, policy):
     assert rel_err(got, ref(x) + x) < TOL[jnp.float16]
 
 
-@pytest.mark.parametrize("config", [c for c in CUDA_CONFIGS if c.kernel == 1], ids=lambda c: c.name)
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 @pytest.mark.parametrize("shape", [(333, 384, 520, 392), (1000, 2048, 1024, 392), (77, 392, 264, 1000)],
                          ids=["short-k", "long-k", "ragged-k"])
-def test_stream_k_matches_reference(config, activation, shape):
+def test_stream_k_matches_reference(activation, shape):
     # Short k: ranges of one k-block, so a tile has up to k-blocks segments;
     # long k: ranges across tile boundaries; ragged k: a last k-block TMA
-    # fills with zeros. Both GEMMs stream-K, and each alone.
-    if activation == "swiglu" and not config.swiglu:
-        return
+    # fills with zeros. Both GEMMs stream-K, and each alone (128x128x64, the
+    # stream-K instances).
     tokens, hidden, ffn, out = shape
     ops = mlp_inputs(47, tokens, hidden, ffn, out, jnp.bfloat16, swiglu=activation == "swiglu")
     want = reference(ops, activation)
     for stream_k in ((True, True), (True, False), (False, True)):
-        y = run(ops, activation, tile=config.tile, mode="serial", stream_k=stream_k)
+        y = run(ops, activation, tile=(128, 128, 64), mode="serial", stream_k=stream_k)
         assert rel_err(y, want) < TOL[jnp.bfloat16], stream_k
 
 

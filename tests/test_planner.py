@@ -146,12 +146,15 @@ def test_stream_k_where_whole_tiles_fill_the_last_wave_badly():
 
 
 def test_stream_k_explicit_and_refused_where_it_cannot_run():
-    plan = cs.plan_mlp(4096, 1024, 4096, device="h200", mode="serial", stream_k=(True, False)).plan
+    plan = cs.plan_mlp(4096, 1024, 4096, device="h200", mode="serial", tile=(128, 128, 64),
+                       stream_k=(True, False)).plan
     assert plan.stream_k == (True, False)
-    assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", stream_k=False).plan.stream_k == (
-        False, False)
+    with pytest.raises(ValueError, match="with 128x128x64 tiles"):
+        cs.plan_mlp(4096, 1024, 4096, device="h200", mode="serial", tile=(128, 256, 64), stream_k=True)
+    assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(128, 128, 64),
+                       stream_k=False).plan.stream_k == (False, False)
     with pytest.raises(ValueError, match="stream-K runs in serial mode"):
-        cs.plan_mlp(768, 12288, 6144, device="h200", mode="fused", stream_k=True)
+        cs.plan_mlp(768, 12288, 6144, device="h200", mode="fused", tile=(128, 128, 64), stream_k=True)
     with pytest.raises(ValueError, match="stream-K runs in serial mode"):
         cs.plan_mlp(768, 1024, 4096, device="cpu", mode="serial", stream_k=True)
     with pytest.raises(ValueError, match="stream_k: expected None, 'auto', a bool"):

@@ -106,7 +106,7 @@ Error run_mlp(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t st
       // Stream-K for stage `stage` where the plan asks for it.
       const auto with_stream_k = [&](ChainParams<Cfg> q, int stage, bool on, int k_blocks, long long counts,
                                      long long partials) {
-        if (!on) return q;
+        if (!Cfg::kStreamK || !on) return q;
         const cusync::Stage& st = stage == 0 ? producer : s.consumer;
         q.stream_k = cusync::make_stream_k(st.grid_rows(), st.grid_cols(), k_blocks, s.stream_k_ctas);
         q.stream_k_stage = stage;
@@ -202,6 +202,18 @@ Error launch_mlp_sm90(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStr
         "cusync_jax: kernel family 1 runs tiles 128x96x64, 128x128x64 and 128x256x64, the same for both GEMMs; "
         "the plan asks for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2));
   }
+  if (s.stream_k1 || s.stream_k2) {
+    // Stream-K runs on its own 128x128 instances (the others compile without it).
+    if (n != 128 || s.cluster_m != 1)
+      return Error::InvalidArgument("cusync_jax: kernel family 1 runs stream-K with 128x128x64 tiles and cluster_m "
+                                    "1; the plan asks for " + tile_text(P, s.tile_k1) + ", cluster_m " +
+                                    std::to_string(s.cluster_m));
+    if (b.bf16)
+      return swiglu ? run_mlp<ChainBF16x128SwigluStreamK>(s, b, stream, device)
+                    : run_mlp<ChainBF16x128StreamK>(s, b, stream, device);
+    return swiglu ? run_mlp<ChainF16x128SwigluStreamK>(s, b, stream, device)
+                  : run_mlp<ChainF16x128StreamK>(s, b, stream, device);
+  }
   if (n == 96) {
     if (swiglu)
       return Error::InvalidArgument("cusync_jax: kernel family 1 has no SwiGLU form of its 128x96x64 tiles; "
@@ -209,8 +221,6 @@ Error launch_mlp_sm90(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStr
     return b.bf16 ? run_mlp<ChainBF16x96>(s, b, stream, device) : run_mlp<ChainF16x96>(s, b, stream, device);
   }
   if (s.cluster_m != 1) {
-    if (s.stream_k1 || s.stream_k2)
-      return Error::InvalidArgument("cusync_jax: kernel family 1 runs stream-K without clusters (cluster_m 1)");
     if (s.cluster_m != 2 || n != 128 || swiglu) {
       return Error::InvalidArgument(
           "cusync_jax: kernel family 1 runs cluster_m = 2 only with 128x128x64 tiles and a one-slice "

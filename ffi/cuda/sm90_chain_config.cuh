@@ -41,7 +41,9 @@ using namespace cute;
 // kClusterM = 2: CTAs run in 2x1 clusters; the two CTAs of a cluster compute
 // vertically adjacent row tiles of one column tile, and each loads half of
 // the shared B tile with TMA multicast to both (128x128 plain only).
-template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1>
+// kStreamK: the kernel can also run a stage stream-K (128x128 only: the
+// other configurations compile without it, so their code stays as measured).
+template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1, bool kStreamK_ = false>
 struct ChainConfig {
   using Element = Element_;
   static constexpr int kTileM = 128;
@@ -49,6 +51,8 @@ struct ChainConfig {
   static constexpr int kTileK = 64;  // 128 bytes of 16-bit elements: one swizzle row
   static constexpr bool kSwiglu = kSwiglu_;
   static constexpr int kClusterM = kClusterM_;
+  static constexpr bool kStreamK = kStreamK_;
+  static_assert(!kStreamK || (kClusterM == 1 && kTileN_ == 128), "stream-K: 128x128 tiles without clusters");
   static_assert(kClusterM == 1 || (kClusterM == 2 && kTileN_ == 128 && !kSwiglu_),
                 "2x1 clusters: 128x128 plain tiles only");
   static_assert(kTileN_ % 64 == 0 || !kSwiglu_, "SwiGLU tiles split into two halves of whole 32-column atoms");
@@ -157,7 +161,10 @@ struct ChainConfig {
     typename TilePipeline::SharedStorage tile_pipeline;
     typename MathOrder::SharedStorage math_order;
     int tile_slot[kTileSlots];
-    int stream_k_last[2];  // per MMA warpgroup: its segment counted last (stream-K)
+  };
+  // Stream-K: per MMA warpgroup, whether its segment counted last.
+  struct SharedStorageStreamK : SharedStorageOne {
+    int stream_k_last[2];
   };
   // Clusters: the leader CTA's loader takes the schedule positions and sends
   // each to the peer's mailbox (st.async, which completes the peer's
@@ -168,7 +175,9 @@ struct ChainConfig {
     uint64_t sched_empty[kSchedSlots];
     int sched_slot[kSchedSlots];
   };
-  using SharedStorage = cute::conditional_t<(kClusterM > 1), SharedStorageCluster, SharedStorageOne>;
+  using SharedStorage =
+      cute::conditional_t<(kClusterM > 1), SharedStorageCluster,
+                          cute::conditional_t<kStreamK, SharedStorageStreamK, SharedStorageOne>>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block on sm_90");
 };

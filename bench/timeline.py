@@ -1,0 +1,80 @@
+"""Kernel timeline of the MLP as bench/mlp.py times it: one chained-loop launch
+(10 calls) per variant, every kernel, memset and copy with its device time,
+recorded by CUPTI through torch.profiler inside the JAX process (the GPU
+machine has torch; nothing here is a package dependency).
+
+    python bench/timeline.py TOKENS [MODEL] TRACE.json
+
+Prints, per variant, the device time per call, the busy time, each kernel's
+mean duration and the gaps between consecutive events (bench/logs/
+h200-timeline-*.log). Where a variant's per-call time exceeds the sum of its
+kernels, something between them costs (launch gaps, copies).
+"""
+import collections
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jax
+import jax.numpy as jnp
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import cusync_jax as cs
+import mlp
+import timing
+
+ITERS = 10
+VARIANTS = {"xla": None, "serial128": dict(mode="serial", tile=cs.TileShape(128, 128, 64)),
+            "serial": dict(mode="serial"), "rowsync_fused": dict(mode="fused", policy=cs.RowSync()),
+            "rowsync_streams": dict(mode="streams", policy=cs.RowSync())}
+
+
+def launches(events, gap_us=200.0):
+    """Device events split into launches: a pause longer than gap_us starts the next."""
+    groups, cur = [], []
+    for e in sorted(events, key=lambda e: e["ts"]):
+        if cur and e["ts"] - (cur[-1]["ts"] + cur[-1]["dur"]) > gap_us:
+            groups.append(cur)
+            cur = []
+        cur.append(e)
+    return groups + [cur]
+
+
+def main(argv):
+    tokens, model, trace = int(argv[0]), (argv[1] if len(argv) > 2 else "gpt3"), argv[-1]
+    hidden, ffn, act = mlp.MODELS[model]
+    ops = mlp.make_inputs(tokens, hidden, ffn, act, jnp.float16, 0)
+    fns = {}
+    for name, kw in VARIANTS.items():
+        plan = None if kw is None else cs.plan_mlp(tokens, hidden, ffn, activation=act, dtype="float16",
+                                                   **kw).plan
+        print(name, plan)
+        fns[name] = timing.chained(mlp.step_for(kw, act, plan), ITERS)
+        for _ in range(3):
+            jax.block_until_ready(fns[name](*ops))
+    torch.cuda.init()
+    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        for f in fns.values():
+            torch.cuda.synchronize()
+            jax.block_until_ready(f(*ops))
+    prof.export_chrome_trace(trace)
+    events = [e for e in json.load(open(trace))["traceEvents"]
+              if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
+    for name, g in zip(fns, launches(events)):
+        span = g[-1]["ts"] + g[-1]["dur"] - g[0]["ts"]
+        busy = sum(e["dur"] for e in g)
+        print(f"== {name}: {len(g)} events, span {span:.1f} us = {span / ITERS:.1f} us/iter, "
+              f"busy {busy / ITERS:.1f} us/iter")
+        per = collections.OrderedDict()
+        for e in g:
+            per.setdefault(e["name"][:70], []).append(e["dur"])
+        for k, d in per.items():
+            print(f"   {len(d):3d} x {sum(d) / len(d):8.2f} us  {k}")
+        gaps = [g[i + 1]["ts"] - (g[i]["ts"] + g[i]["dur"]) for i in range(len(g) - 1)]
+        print("   gaps (us) first 12:", " ".join(f"{x:.1f}" for x in gaps[:12]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,7 @@
+// Stream-K-capable 128x128 instances (float16 and bfloat16, plain and SwiGLU)
+// of the Hopper GEMM-chain kernel (see sm90_chain_instances.h).
+#include "cuda/sm90_chain_instances.h"
+
+namespace cusync_sm90 {
+CUSYNC_SM90_CHAIN_STREAM_K_INSTANCES()
+}  // namespace cusync_sm90
