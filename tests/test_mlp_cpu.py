@@ -184,3 +184,12 @@ def test_stream_k_plan_sizes_its_buffer_and_runs_the_same_math_on_cpu():
     assert words == -(-counts_end // 4) * 4 + segments[0] * 12 * 128 * 128 + segments[1] * 3 * 128 * 128
     y = cs.synced_mlp(x, w1, w2, b1=b1, b2=b2, plan=plan)
     assert rel_err(y, cs.mlp_reference(x, w1, w2, b1=b1, b2=b2)) < TOL[jnp.float32]
+    # SwiGLU, ffn 520: the Hopper kernel's producer has ceil(520 / 64) = 9
+    # columns of half-width tiles where [gate | up] has 2 x 5 = 10; the
+    # partial-sum slots follow the kernel's 9.
+    plan = cs.plan_mlp(300, 256, 520, 128, activation="swiglu", device="h200", mode="serial",
+                       tile=(128, 128, 64), stream_k=(True, False)).plan
+    words = _backend.mlp_sync_words(300, 256, 520, 128, 2, plan)
+    counts_end = _backend.SYNC_HEADER_WORDS + 3 * 10 + 3 * 10 + 3 * 1
+    assert words == (-(-counts_end // 4) * 4
+                     + _cusync_cpu.stream_k_max_segments(3, 9, 4, 132) * 30 * 128 * 128)  # none for the consumer

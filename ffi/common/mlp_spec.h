@@ -124,12 +124,26 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
 inline int mlp_k_blocks1(const MlpSpec& s) { return static_cast<int>((s.hidden + s.tile_k1 - 1) / s.tile_k1); }
 inline int mlp_k_blocks2(const MlpSpec& s) { return static_cast<int>((s.ffn + s.tile_k2 - 1) / s.tile_k2); }
 
+// The producer's tile columns as stream-K lays them out: the Hopper kernel
+// runs a SwiGLU producer as one slice of half-width tiles (silu(gate) * up of
+// tile_cols / 2 columns each), which can be fewer than the [gate | up]
+// tiling's columns.
+inline int mlp_stream_k_cols1(const MlpSpec& s) {
+  return s.producer.slices == 2 ? cusync::ceil_div(static_cast<int>(s.ffn), s.producer.tile_cols / 2)
+                                : s.producer.grid_cols();
+}
+
 inline cusync::SplitLayout mlp_sync_layout(const MlpSpec& s) {
-  const auto segments = [&](const cusync::Stage& st, bool on, int k_blocks) {
-    return on ? cusync::make_stream_k(st.grid_rows(), st.grid_cols(), k_blocks, s.stream_k_ctas).max_segments() : 1;
+  const auto segments = [&](int rows, int cols, bool on, int k_blocks) {
+    // (No slots for a stage that runs whole tiles.)
+    return on ? cusync::make_stream_k(rows, cols, k_blocks, s.stream_k_ctas).max_segments() : 0;
   };
-  return cusync::split_layout(s.producer, s.consumer, segments(s.producer, s.stream_k1, mlp_k_blocks1(s)),
-                              segments(s.consumer, s.stream_k2, mlp_k_blocks2(s)));
+  // (Counts and slots are sized per tile of s.producer, at least as many as
+  // the half-width tiling has.)
+  return cusync::split_layout(
+      s.producer, s.consumer,
+      segments(s.producer.grid_rows(), mlp_stream_k_cols1(s), s.stream_k1, mlp_k_blocks1(s)),
+      segments(s.consumer.grid_rows(), s.consumer.grid_cols(), s.stream_k2, mlp_k_blocks2(s)));
 }
 
 }  // namespace cusync_ffi

@@ -100,6 +100,10 @@ Error run_mlp(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t st
   p.policy = policy;
   p.release_store = cusync::has(s.optimizations, cusync::kReleaseStorePosts) && policy.single_poster(producer);
 
+  if (Cfg::kStreamK && s.stream_k1 && producer.grid_cols() != cusync_ffi::mlp_stream_k_cols1(s))
+    return Error::Internal("cusync_jax: the stream-K producer's tile columns (" +
+                           std::to_string(producer.grid_cols()) + ") differ from the sync layout's (" +
+                           std::to_string(cusync_ffi::mlp_stream_k_cols1(s)) + ")");
   switch (s.mode) {
     case cusync_ffi::Mode::kSerial: {
       const cusync::SplitLayout layout = cusync_ffi::mlp_sync_layout(s);
@@ -107,6 +111,7 @@ Error run_mlp(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t st
       const auto with_stream_k = [&](ChainParams<Cfg> q, int stage, bool on, int k_blocks, long long counts,
                                      long long partials) {
         if (!Cfg::kStreamK || !on) return q;
+        // (The producer as the kernel tiles it: its columns are mlp_stream_k_cols1's.)
         const cusync::Stage& st = stage == 0 ? producer : s.consumer;
         q.stream_k = cusync::make_stream_k(st.grid_rows(), st.grid_cols(), k_blocks, s.stream_k_ctas);
         q.stream_k_stage = stage;
