@@ -157,9 +157,9 @@ def sync_words(tokens: int, ffn: int, slices: int, tile1: TileShape, header: int
 # at one wave (256 rows: the 96 tiles already stream the weights at full
 # rate); 1.12-1.32x at K = 2816.
 STREAM_K_MIN_K_BLOCKS = 96
-# The stream-K instances of the Hopper kernel (ffi/cuda/sm90_chain_stream_k.cu).
-STREAM_K_TILE = TileShape(128, 128, 64)
 STREAM_K_MAX_WAVE_RATIO = 0.9
+# The tile of the Hopper kernel's stream-K instances (ffi/cuda/sm90_chain_stream_k.cu).
+STREAM_K_TILE = TileShape(128, 128, 64)
 
 
 def stream_k_pays(rows: int, cols: int, k_blocks: int, sms: int) -> bool:
@@ -368,13 +368,12 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     measured table (cusync_jax/tuned) says it won.
 
     stream_k: where the plan runs in serial mode on the Hopper kernel
-    (family 1, cluster_m=1), run a GEMM stream-K: its k-blocks cut into equal
-    ranges, one per SM, instead of whole tiles (cusync/stream_k.h; 128x128x64
-    tiles only). None or
-    False: neither GEMM; True: both; a (producer, consumer) pair of bools;
-    "auto": each GEMM where stream_k_pays says so. (Not the default yet: the
-    deterministic partial-sum reduction measured slower than whole tiles,
-    bench/NOTES_sm90.md.) The measured table may name it.
+    (family 1, cluster_m=1, 128x128x64 tiles), run a GEMM stream-K: its
+    k-blocks cut into equal ranges, one per SM, instead of whole tiles
+    (cusync/stream_k.h). None or False: neither GEMM; True: both; a
+    (producer, consumer) pair of bools; "auto": each GEMM where stream_k_pays
+    says so. Not the default until its current form is measured
+    (bench/NOTES_sm90.md); the measured table may name it.
     """
     rep = _plan_mlp(tokens, hidden, ffn, out, activation=activation, device=device, tile=tile,
                     policy=policy, mode=mode, optimizations=optimizations, cpu=cpu, dtype=dtype,

@@ -108,7 +108,7 @@ struct TileJob {
   cusync::Tile tile;
   int row0, row1, col0, col1, slice;
   int kb0, kb1;
-  int index;             // stream-K: the tile's position in the stage's order
+  int index;             // stream-K: row * cols + col, which count and partial sums are the tile's
   int segment, segments; // stream-K: which of the tile's segments, of how many (1: whole)
 };
 
