@@ -72,6 +72,27 @@ NB_MODULE(_cusync_cpu, m) {
       "semaphores, and with stream-K the tile counts and fp32 partial sums.");
 
   m.def(
+      "stream_k_schedule",
+      [](int rows, int cols, int k_blocks, int ctas) {
+        // Each CTA's segments in the order it runs them, walked as the kernel's
+        // loader walks them.
+        const cusync::StreamK sk = cusync::make_stream_k(rows, cols, k_blocks, ctas);
+        std::vector<std::vector<std::tuple<int, int, int, int, int, int>>> out(sk.ctas());
+        for (int c = 0; c < sk.ctas(); ++c) {
+          const int end = sk.cta_end(c);
+          for (int u = sk.cta_begin(c); u < end;) {
+            const cusync::StreamKSegment s = sk.segment(sk.row_of(c), u, end);
+            out[c].emplace_back(s.tile.row, s.tile.col, s.kb0, s.kb1, s.slot, s.count);
+            u += s.kb1 - s.kb0;
+          }
+        }
+        return std::make_pair(sk.max_segments(), out);
+      },
+      nb::arg("rows"), nb::arg("cols"), nb::arg("k_blocks"), nb::arg("ctas"),
+      "(max_segments, per CTA its segments (row, col, kb0, kb1, slot, count)) of a stage run stream-K "
+      "(cusync/stream_k.h).");
+
+  m.def(
       "stream_k_max_segments",
       [](int rows, int cols, int k_blocks, int ctas) {
         return cusync::make_stream_k(rows, cols, k_blocks, ctas).max_segments();

@@ -123,3 +123,45 @@ def test_conv_dependency_includes_the_halo_within_an_image():
     assert (c0, c1) == (8, 16)
     # 1x1: no halo.
     assert core.conv_dependency(7, 7, 16, 1, 1, 2, 10, 20, 0, 16)[:2] == (10, 20)
+
+
+@pytest.mark.parametrize("rows,cols,k_blocks,ctas", [
+    (2, 48, 192, 132),   # GPT-3's first GEMM at 256 tokens
+    (2, 96, 96, 132),    # its second
+    (6, 48, 192, 132),   # 768 tokens
+    (3, 5, 6, 132),      # more ranges than a row has k-blocks: one k-block each
+    (1, 8, 5, 40),
+    (5, 7, 13, 132),     # 132 ranges do not divide among 5 rows: 26 each
+    (200, 2, 4, 132),    # more rows than CTAs: one range per row
+])
+def test_stream_k_schedule_covers_every_k_block_once_rows_in_step(rows, cols, k_blocks, ctas):
+    max_segments, per_cta = core.stream_k_schedule(rows, cols, k_blocks, ctas)
+    per_row = max(1, min(ctas // rows, cols * k_blocks))
+    assert len(per_cta) == rows * per_row
+    done = {}
+    by_tile = {}
+    for c, segments in enumerate(per_cta):
+        units = 0
+        for row, col, kb0, kb1, slot, count in segments:
+            assert row == c % rows and 0 <= col < cols and 0 <= kb0 < kb1 <= k_blocks
+            for kb in range(kb0, kb1):
+                assert (row, col, kb) not in done, "a k-block of a tile runs twice"
+                done[row, col, kb] = c
+            by_tile.setdefault((row, col), []).append((kb0, slot, count, c))
+            units += kb1 - kb0
+        # Ranges of a row differ in length by one k-block at most.
+        line = cols * k_blocks
+        assert units in (line // per_row, line // per_row + 1)
+    assert len(done) == rows * cols * k_blocks
+    for (row, col), segs in by_tile.items():
+        segs.sort()
+        # Slots number a tile's segments 0.. in k order; every segment knows the count.
+        assert [s[1] for s in segs] == list(range(len(segs)))
+        assert all(s[2] == len(segs) for s in segs)
+        assert len(segs) <= max_segments
+        # Segments of one tile come from consecutive CTAs of its row.
+        assert [s[3] for s in segs] == [segs[0][3] + rows * i for i in range(len(segs))]
+    # Rows in step: range j of every row runs the same columns and k-blocks.
+    for j in range(per_row):
+        shapes = {tuple((col, kb0, kb1) for _, col, kb0, kb1, _, _ in per_cta[j * rows + r]) for r in range(rows)}
+        assert len(shapes) == 1
