@@ -202,9 +202,15 @@ int main(int argc, char** argv) {
   using Own96 = cusync_sm90::ChainConfig<Element, 96, false, 1>;
   using Own128c2 = cusync_sm90::ChainConfig<Element, 128, false, 2>;
   using Own128sk = cusync_sm90::ChainConfig<Element, 128, false, 1, true>;
+  // Wider tiles (cooperative: each MMA warpgroup 64 rows) for few rows, where
+  // cuBLAS takes 192-wide tiles (bench/NOTES_sm90.md, stop 13).
+  using Own192sk = cusync_sm90::ChainConfig<Element, 192, false, 1, true>;
+  using Own256sk = cusync_sm90::ChainConfig<Element, 256, false, 1, true>;
   static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
   static OwnGemm<Own128sk> own_streamk;
-  own_streamk.stream_k = true;
+  static OwnGemm<Own192sk> own192_column, own192_streamk;
+  static OwnGemm<Own256sk> own256_streamk;
+  own_streamk.stream_k = own192_streamk.stream_k = own256_streamk.stream_k = true;
   static OwnGemm<Own96> own96_column;
   static OwnGemm<Own128c2> own128c2_column;
   own_column_memset.memset_in_run = true;
@@ -222,6 +228,15 @@ int main(int argc, char** argv) {
       {"own128_streamk", [&](auto x, auto w, auto o, int m, int n, int k) {
          own_streamk.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
        [&](cudaStream_t s) { own_streamk.run(s); }},
+      {"own192_column", [&](auto x, auto w, auto o, int m, int n, int k) {
+         own192_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
+       [&](cudaStream_t s) { own192_column.run(s); }},
+      {"own192_streamk", [&](auto x, auto w, auto o, int m, int n, int k) {
+         own192_streamk.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
+       [&](cudaStream_t s) { own192_streamk.run(s); }},
+      {"own256_streamk", [&](auto x, auto w, auto o, int m, int n, int k) {
+         own256_streamk.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
+       [&](cudaStream_t s) { own256_streamk.run(s); }},
       {"own96_column", [&](auto x, auto w, auto o, int m, int n, int k) {
          own96_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
        [&](cudaStream_t s) { own96_column.run(s); }},

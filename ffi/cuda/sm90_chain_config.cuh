@@ -41,8 +41,9 @@ using namespace cute;
 // kClusterM = 2: CTAs run in 2x1 clusters; the two CTAs of a cluster compute
 // vertically adjacent row tiles of one column tile, and each loads half of
 // the shared B tile with TMA multicast to both (128x128 plain only).
-// kStreamK: the kernel can also run a stage stream-K (128x128 only: the
-// other configurations compile without it, so their code stays as measured).
+// kStreamK: the kernel can also run a stage stream-K (the package builds it
+// for 128x128; the other configurations compile without it, so their code
+// stays as measured).
 template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1, bool kStreamK_ = false>
 struct ChainConfig {
   using Element = Element_;
@@ -52,7 +53,7 @@ struct ChainConfig {
   static constexpr bool kSwiglu = kSwiglu_;
   static constexpr int kClusterM = kClusterM_;
   static constexpr bool kStreamK = kStreamK_;
-  static_assert(!kStreamK || (kClusterM == 1 && kTileN_ == 128), "stream-K: 128x128 tiles without clusters");
+  static_assert(!kStreamK || (kClusterM == 1 && kTileN_ % 64 == 0), "stream-K: 64-column multiples, no clusters");
   static_assert(kClusterM == 1 || (kClusterM == 2 && kTileN_ == 128 && !kSwiglu_),
                 "2x1 clusters: 128x128 plain tiles only");
   static_assert(kTileN_ % 64 == 0 || !kSwiglu_, "SwiGLU tiles split into two halves of whole 32-column atoms");
@@ -67,7 +68,7 @@ struct ChainConfig {
   static constexpr int kBytesB = kTileN * kTileK * int(sizeof(Element));
   static constexpr int kStageBytes = kBytesA + kBytesB;
   // Deepest pipeline that fits next to the barriers (227 KB per block).
-  static constexpr int kStages = (220 * 1024 / kStageBytes) < 8 ? (220 * 1024 / kStageBytes) : 8;
+  static constexpr int kStagesBudget = (220 * 1024 / kStageBytes) < 8 ? (220 * 1024 / kStageBytes) : 8;
   // The epilogue stages each warp's 16-row band of a tile in shared memory,
   // 128 columns a pass (two 16x64 boxes, 128-byte swizzle, so the 8 rows a
   // warp writes at once fall in different banks), and stores the boxes with
@@ -81,6 +82,11 @@ struct ChainConfig {
   using EpiBox = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, make_shape(_16{}, Int<kEpiBoxCols>{})));
   static constexpr int kEpiBoxElems = 16 * kEpiBoxCols;
   static constexpr int kEpiWarpElems = kTmaStore ? 2 * kEpiBoxElems : 8;
+  // ... and next to the epilogue's bands and 2 KB of barriers (binds for
+  // 128x192 only: 5 stages of 40 KB leave no room for the bands).
+  static constexpr int kStagesFit =
+      (227 * 1024 - (kMmaThreads / 32) * kEpiWarpElems * int(sizeof(Element)) - 2048) / kStageBytes;
+  static constexpr int kStages = kStagesBudget < kStagesFit ? kStagesBudget : kStagesFit;
 
   // Scheduled tiles in flight between loader and MMA: pingpong keeps two
   // tiles in the MMA warpgroups while the loader runs ahead on a third.
@@ -109,8 +115,8 @@ struct ChainConfig {
   // One half (kTileN/2 columns) of a B stage: with K-first stacking the two
   // halves of a stage are contiguous, each laid out like this. Only SwiGLU
   // producers and clusters load through it (kTileN 128 or 256); elsewhere it
-  // only has to be a well-formed type, so a 96-wide tile takes a whole one.
-  using HalfN = Int<(kTileN % 64 == 0) ? kTileN / 2 : kTileN>;
+  // only has to be a well-formed type, so a 96- or 192-wide tile takes a whole one.
+  using HalfN = Int<(kTileN % 128 == 0) ? kTileN / 2 : kTileN>;
   using SmemLayoutBHalf = decltype(tile_to_shape(BAtom<HalfN::value>{}, make_shape(HalfN{}, TileK{}),
                                                  Step<_2, _1>{}));
 
