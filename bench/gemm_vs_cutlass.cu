@@ -188,6 +188,25 @@ struct Variant {
   std::function<void(cudaStream_t)> run;
 };
 
+// One of the project's GEMMs (OwnGemm) in the given tile order, or one of CUTLASS's.
+template <class G>
+Variant own_variant(const char* name, G& gemm, cusync::TileOrder order, int sms) {
+  return {name,
+          [&gemm, order, sms](const Element* x, const Element* w, Element* o, int m, int n, int k) {
+            gemm.setup(x, w, o, m, n, k, sms, order, 8);
+          },
+          [&gemm](cudaStream_t s) { gemm.run(s); }};
+}
+
+template <class G>
+Variant cutlass_variant(const char* name, G& gemm, int sms) {
+  return {name,
+          [&gemm, sms](const Element* x, const Element* w, Element* o, int m, int n, int k) {
+            gemm.setup(x, w, o, m, n, k, sms);
+          },
+          [&gemm](cudaStream_t s) { gemm.run(s); }};
+}
+
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
   const int iters = 20;
@@ -221,58 +240,28 @@ int main(int argc, char** argv) {
   static CutlassGemm<Tile128, C1, Cooperative, EpiTmaCoop, StreamK> coop_dp, coop_sk, coop_heur;
   coop_dp.decomposition = Decomposition::DataParallel;
   coop_sk.decomposition = Decomposition::StreamK;
+  constexpr auto kColumn = cusync::TileOrder::kColumnMajor;
   std::vector<Variant> few_variants = {
-      {"own128_column", [&](auto x, auto w, auto o, int m, int n, int k) {
-         own_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
-       [&](cudaStream_t s) { own_column.run(s); }},
-      {"own128_streamk", [&](auto x, auto w, auto o, int m, int n, int k) {
-         own_streamk.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
-       [&](cudaStream_t s) { own_streamk.run(s); }},
-      {"own192_column", [&](auto x, auto w, auto o, int m, int n, int k) {
-         own192_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
-       [&](cudaStream_t s) { own192_column.run(s); }},
-      {"own192_streamk", [&](auto x, auto w, auto o, int m, int n, int k) {
-         own192_streamk.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
-       [&](cudaStream_t s) { own192_streamk.run(s); }},
-      {"own256_streamk", [&](auto x, auto w, auto o, int m, int n, int k) {
-         own256_streamk.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
-       [&](cudaStream_t s) { own256_streamk.run(s); }},
-      {"own96_column", [&](auto x, auto w, auto o, int m, int n, int k) {
-         own96_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
-       [&](cudaStream_t s) { own96_column.run(s); }},
-      {"own128_c2_column", [&](auto x, auto w, auto o, int m, int n, int k) {
-         own128c2_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
-       [&](cudaStream_t s) { own128c2_column.run(s); }},
-      {"cutlass_pp128_c1", [&](auto x, auto w, auto o, int m, int n, int k) { pp_c1.setup(x, w, o, m, n, k, sms); },
-       [&](cudaStream_t s) { pp_c1.run(s); }},
-      {"cutlass_pp128_c1x2", [&](auto x, auto w, auto o, int m, int n, int k) { pp_c1x2.setup(x, w, o, m, n, k, sms); },
-       [&](cudaStream_t s) { pp_c1x2.run(s); }},
-      {"cutlass_coop128_dp", [&](auto x, auto w, auto o, int m, int n, int k) { coop_dp.setup(x, w, o, m, n, k, sms); },
-       [&](cudaStream_t s) { coop_dp.run(s); }},
-      {"cutlass_coop128_streamk", [&](auto x, auto w, auto o, int m, int n, int k) {
-         coop_sk.setup(x, w, o, m, n, k, sms); },
-       [&](cudaStream_t s) { coop_sk.run(s); }},
-      {"cutlass_coop128_heuristic", [&](auto x, auto w, auto o, int m, int n, int k) {
-         coop_heur.setup(x, w, o, m, n, k, sms); },
-       [&](cudaStream_t s) { coop_heur.run(s); }},
+      own_variant("own128_column", own_column, kColumn, sms),
+      own_variant("own128_streamk", own_streamk, kColumn, sms),
+      own_variant("own192_column", own192_column, kColumn, sms),
+      own_variant("own192_streamk", own192_streamk, kColumn, sms),
+      own_variant("own256_streamk", own256_streamk, kColumn, sms),
+      own_variant("own96_column", own96_column, kColumn, sms),
+      own_variant("own128_c2_column", own128c2_column, kColumn, sms),
+      cutlass_variant("cutlass_pp128_c1", pp_c1, sms),
+      cutlass_variant("cutlass_pp128_c1x2", pp_c1x2, sms),
+      cutlass_variant("cutlass_coop128_dp", coop_dp, sms),
+      cutlass_variant("cutlass_coop128_streamk", coop_sk, sms),
+      cutlass_variant("cutlass_coop128_heuristic", coop_heur, sms),
   };
   std::vector<Variant> many_variants = {
-      {"own128_grouped", [&](auto x, auto w, auto o, int m, int n, int k) {
-         own_grouped.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kGrouped, 8); },
-       [&](cudaStream_t s) { own_grouped.run(s); }},
-      {"own128_column", [&](auto x, auto w, auto o, int m, int n, int k) {
-         own_column.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
-       [&](cudaStream_t s) { own_column.run(s); }},
-      {"own128_column_memset", [&](auto x, auto w, auto o, int m, int n, int k) {
-         own_column_memset.setup(x, w, o, m, n, k, sms, cusync::TileOrder::kColumnMajor, 8); },
-       [&](cudaStream_t s) { own_column_memset.run(s); }},
-      {"cutlass_pp128_c1", [&](auto x, auto w, auto o, int m, int n, int k) { pp_c1.setup(x, w, o, m, n, k, sms); },
-       [&](cudaStream_t s) { pp_c1.run(s); }},
-      {"cutlass_pp128_c2", [&](auto x, auto w, auto o, int m, int n, int k) { pp_c2.setup(x, w, o, m, n, k, sms); },
-       [&](cudaStream_t s) { pp_c2.run(s); }},
-      {"cutlass_pp128_c1_regepi", [&](auto x, auto w, auto o, int m, int n, int k) {
-         pp_c1_nosmem.setup(x, w, o, m, n, k, sms); },
-       [&](cudaStream_t s) { pp_c1_nosmem.run(s); }},
+      own_variant("own128_grouped", own_grouped, cusync::TileOrder::kGrouped, sms),
+      own_variant("own128_column", own_column, kColumn, sms),
+      own_variant("own128_column_memset", own_column_memset, kColumn, sms),
+      cutlass_variant("cutlass_pp128_c1", pp_c1, sms),
+      cutlass_variant("cutlass_pp128_c2", pp_c2, sms),
+      cutlass_variant("cutlass_pp128_c1_regepi", pp_c1_nosmem, sms),
   };
   std::vector<Variant>& variants = few ? few_variants : many_variants;
   std::printf("own kernel: 128x128x64, %d stages, %d bytes of shared memory\n", Own128::kStages,
