@@ -81,7 +81,7 @@ def _validate(x, k1, k2, b1, b2, residual, activation):
 def _abstract_eval(x, k1, b1, k2, b2, residual, *, plan: ConvPairPlan, activation: str):
     n, h, w, _ = x.shape
     c1, c2 = k1.shape[3], k2.shape[3]
-    words = conv_sync_words(n * h * w, c1, c2, plan, _backend.SYNC_HEADER_WORDS)
+    words = conv_sync_words(n * h * w, c1, c2, plan)
     return (jax.core.ShapedArray((n, h, w, c2), x.dtype),
             jax.core.ShapedArray((n, h, w, c1), x.dtype),
             jax.core.ShapedArray((words,), jnp.int32))

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from typing import Optional
 
-from . import kernels
+from . import _cusync_cpu, kernels
 from ._op_common import check_mode
 from .activations import check_activation
 from .kernels import TileShape
@@ -44,20 +44,14 @@ def conv_k_blocks(filter_: tuple, channels: int, tile: TileShape) -> int:
     return filter_[0] * filter_[1] * -(-channels // tile.k)
 
 
-def conv_sync_words(pixels: int, mid_channels: int, out_channels: int, plan: ConvPairPlan,
-                    header: int) -> int:
+def conv_sync_words(pixels: int, mid_channels: int, out_channels: int, plan: ConvPairPlan) -> int:
     """The conv pair's sync buffer: the semaphores, then with split-K a count per
     tile of each conv and (from a 4-word boundary) the float32 partial sums, one
-    tile per share (cusync/sync_layout.h, split_layout)."""
-    r1, c1 = grid(pixels, mid_channels, plan.tile1)
-    words = header + r1 * c1
-    s1, s2 = plan.split_k
-    if s1 <= 1 and s2 <= 1:
-        return words
-    r2, c2 = grid(pixels, out_channels, plan.tile2)
-    partials = -(-(words + r1 * c1 + r2 * c2) // 4) * 4
-    return (partials + s1 * r1 * c1 * plan.tile1.m * plan.tile1.n
-            + s2 * r2 * c2 * plan.tile2.m * plan.tile2.n)
+    tile per share; the C++ layout the handlers check it against
+    (cusync/sync_layout.h, split_layout)."""
+    t1, t2 = plan.tile1, plan.tile2
+    return _cusync_cpu.split_layout_words(pixels, mid_channels, [t1.m, t1.n], out_channels, [t2.m, t2.n],
+                                          plan.split_k[0], plan.split_k[1])
 
 
 def check_conv_activation(activation) -> str:

@@ -143,12 +143,6 @@ def grid(rows: int, cols: int, tile: TileShape, slices: int = 1) -> tuple:
     return math.ceil(rows / tile.m), slices * math.ceil(cols / tile.n)
 
 
-def sync_words(tokens: int, ffn: int, slices: int, tile1: TileShape, header: int) -> int:
-    """Words of a plan without stream-K: the header and one semaphore per producer tile."""
-    r, c = grid(tokens, ffn, tile1, slices)
-    return header + r * c
-
-
 # Stream-K pays where whole tiles fill the last wave badly and a tile's
 # k-loop is long enough to carry the partial sums. Measured on the H200
 # (bench/logs/h200-stream-k-*.log; 128x128 tiles, GEMM alone): 0.81-0.94x of

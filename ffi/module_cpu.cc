@@ -93,12 +93,16 @@ NB_MODULE(_cusync_cpu, m) {
       "(cusync/stream_k.h).");
 
   m.def(
-      "stream_k_max_segments",
-      [](int rows, int cols, int k_blocks, int ctas) {
-        return cusync::make_stream_k(rows, cols, k_blocks, ctas).max_segments();
+      "split_layout_words",
+      [](int rows, int cols1, std::vector<int> tile1, int cols2, std::vector<int> tile2, int splits1,
+         int splits2) {
+        const cusync::Stage p = make_stage(rows, cols1, 1, tile1.at(0), tile1.at(1), 0);
+        const cusync::Stage c = make_stage(rows, cols2, 1, tile2.at(0), tile2.at(1), 0);
+        return static_cast<long long>(cusync::split_layout(p, c, splits1, splits2).words);
       },
-      nb::arg("rows"), nb::arg("cols"), nb::arg("k_blocks"), nb::arg("ctas"),
-      "Most segments a tile has when a stage runs stream-K on `ctas` CTAs (cusync/stream_k.h).");
+      nb::arg("rows"), nb::arg("cols1"), nb::arg("tile1"), nb::arg("cols2"), nb::arg("tile2"), nb::arg("splits1"),
+      nb::arg("splits2"),
+      "int32 words of a split-K call's sync buffer (cusync/sync_layout.h): semaphores, counts, partial sums.");
 
   m.def(
       "stage_schedule",

@@ -218,12 +218,12 @@ def test_split_k_is_checked_sizes_the_sync_buffer_and_runs_unsplit_on_the_cpu():
     assert plan.split_k == (16, 8) and not rep.fallback
     attrs = plan.attributes(0)
     assert (attrs["splits1"], attrs["splits2"]) == (16, 8)
-    words = cs.conv_planner.conv_sync_words(49, 512, 512, plan, 8)
+    words = cs.conv_planner.conv_sync_words(49, 512, 512, plan)
     # Semaphores (8 tiles), a count per tile of each conv, then a 128x64 fp32
     # tile per share: 8 x 16 for the producer, 8 x 8 for the consumer.
     assert words == -(-(8 + 8 + 8 + 8) // 4) * 4 + (8 * 16 + 8 * 8) * 128 * 64
     unsplit = cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", policy="rowsync", mode="fused").plan
-    assert cs.conv_planner.conv_sync_words(49, 512, 512, unsplit, 8) == 8 + 8
+    assert cs.conv_planner.conv_sync_words(49, 512, 512, unsplit) == 8 + 8
     assert (cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", split_k=[2, 2]).plan.split_k
             == (2, 2))
     for bad in [(0, 1), (1,), 2, (2.0, 1), (True, 1)]:

@@ -177,7 +177,7 @@ def test_stream_k_plan_sizes_its_buffer_and_runs_the_same_math_on_cpu():
                        stream_k=True).plan
     plain = dataclasses.replace(plan, stream_k=(False, False), stream_k_ctas=0)
     words = _backend.mlp_sync_words(300, 256, 512, 128, 1, plan)
-    segments = (_cusync_cpu.stream_k_max_segments(3, 4, 4, 132), _cusync_cpu.stream_k_max_segments(3, 1, 8, 132))
+    segments = (_cusync_cpu.stream_k_schedule(3, 4, 4, 132)[0], _cusync_cpu.stream_k_schedule(3, 1, 8, 132)[0])
     base = _backend.mlp_sync_words(300, 256, 512, 128, 1, plain)
     assert base == _backend.SYNC_HEADER_WORDS + 3 * 4
     counts_end = base + 3 * 4 + 3 * 1
@@ -192,4 +192,4 @@ def test_stream_k_plan_sizes_its_buffer_and_runs_the_same_math_on_cpu():
     words = _backend.mlp_sync_words(300, 256, 520, 128, 2, plan)
     counts_end = _backend.SYNC_HEADER_WORDS + 3 * 10 + 3 * 10 + 3 * 1
     assert words == (-(-counts_end // 4) * 4
-                     + _cusync_cpu.stream_k_max_segments(3, 9, 4, 132) * 30 * 128 * 128)  # none for the consumer
+                     + _cusync_cpu.stream_k_schedule(3, 9, 4, 132)[0] * 30 * 128 * 128)  # none for the consumer

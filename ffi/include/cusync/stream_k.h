@@ -1,5 +1,6 @@
 // Stream-K schedule of one GEMM stage (run by the Hopper GEMM-chain kernel;
-// the CPU module exposes max_segments so Python sizes the workspace).
+// the CPU module sizes the workspace with it and exposes the schedule to the
+// core tests).
 //
 // Where a stage's tiles fill the SMs in a fraction of a wave (GPT-3 at 256
 // tokens: 96 tiles of 128x128 for 132 SMs), whole tiles leave SMs idle for a
