@@ -23,12 +23,13 @@ MARGIN = 1.01
 def parse_plan(text: str) -> tuple:
     """'128x128x64 cluster 2x1 RowSync fused grouped:4' ->
     ([128, 128, 64], 'RowSync', 'fused', 'grouped', 4, 2, [False, False]) (the
-    cluster part is optional: 1); a trailing 'stream-K 1/2' names the GEMMs
-    that ran stream-K. Results written before the order was printed ran
-    row-major unless they named another order."""
-    tile, *words = text.split(" ")
-    if "/" in tile:
-        raise ValueError(f"plan {text!r}: the table holds one tile for both GEMMs")
+    cluster part is optional: 1); 'A/B' for two tiles gives [A, B] (producer,
+    consumer); a trailing 'stream-K 1/2' names the GEMMs that ran stream-K.
+    Results written before the order was printed ran row-major unless they
+    named another order."""
+    tile_text, *words = text.split(" ")
+    tiles = [[int(v) for v in t.split("x")] for t in tile_text.split("/")]
+    tile = tiles[0] if len(tiles) == 1 else tiles
     stream_k = [False, False]
     if "stream-K" in words:
         at = words.index("stream-K")
@@ -41,7 +42,7 @@ def parse_plan(text: str) -> tuple:
         words = words[2:]
     policy, mode, *order = words
     name, _, band = (order[0] if order else "row_major").partition(":")
-    return [int(v) for v in tile.split("x")], policy, mode, name, int(band) if band else 8, cluster_m, stream_k
+    return tile, policy, mode, name, int(band) if band else 8, cluster_m, stream_k
 
 
 def shape_of(row: dict) -> dict:

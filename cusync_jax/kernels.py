@@ -72,7 +72,8 @@ CUDA_CONFIGS = (
                  swiglu_strided=False),
     # Kernel 1: the Hopper GEMM-chain kernel (wgmma + TMA, persistent, one CTA
     # of 3 warpgroups per SM; ffi/cuda/sm90_chain_instances.h lists the same
-    # shapes). Both GEMMs take the same tile.
+    # shapes). The fused mode runs both GEMMs with one tile; serial and
+    # streams launch each GEMM on its own, so each may take its own.
     # Measured (bench/results/h200-mlp.json, f99a7d6): in stream order 0.70-0.98x
     # of XLA (256 tokens lowest); TileSync 0.8-0.9x of RowSync; for SwiGLU
     # RowSync beats StridedSync. The grouped order runs the GEMMs 4-13 % faster
@@ -91,6 +92,14 @@ CUDA_CONFIGS = (
     # alone (h200-few-rows-35d8469.log), so a rate of 0.60 of 128x128's.
     KernelConfig(1, TileShape(128, 96, 64), 1, "sm90_128x96x64", min_arch=90, max_arch=90,
                  relative_rate=0.60, swiglu_strided=False, default_order="grouped", swiglu=False),
+    # 128x192 (cooperative, no SwiGLU form): where 192-wide tiles fill the SMs
+    # in whole waves and 128-wide ones do not. Measured alone
+    # (bench/logs/h200-harness-few-5ae6b25.log): 1.31x of 128x128 at GPT-3's
+    # second GEMM at 256 rows (128 tiles against 192), 1.32x at its first
+    # GEMM at 512 rows, 1.34x at LLaMA's first at 512; at a full wave its rate
+    # per SM is 128x128's or a little above, so the same rate.
+    KernelConfig(1, TileShape(128, 192, 64), 1, "sm90_128x192x64", min_arch=90, max_arch=90,
+                 relative_rate=0.85, swiglu_strided=False, default_order="grouped", swiglu=False),
 )
 
 

@@ -388,11 +388,13 @@ def _with_stream_k(rep: MlpPlanReport, stream_k, device, cpu) -> MlpPlanReport:
         raise ValueError(f"stream_k: expected None, 'auto', a bool or a (producer, consumer) pair of "
                          f"bools, got {stream_k!r}")
     plan = rep.plan
-    runs_it = (plan.mode == "serial" and plan.kernel == 1 and plan.cluster_m == 1
-               and plan.tile1 == plan.tile2 == STREAM_K_TILE)
-    if plan.fallback or (pair is None and not runs_it) or pair == (False, False):
+    # Per GEMM: stream-K runs in serial mode on the Hopper kernel's instances
+    # of one tile, without clusters.
+    serial = plan.mode == "serial" and plan.kernel == 1 and plan.cluster_m == 1
+    runs_it = tuple(serial and t == STREAM_K_TILE for t in (plan.tile1, plan.tile2))
+    if plan.fallback or (pair is None and not any(runs_it)) or pair == (False, False):
         return rep
-    if pair is not None and not runs_it:
+    if pair is not None and any(on and not ok for on, ok in zip(pair, runs_it)):
         raise ValueError(f"stream_k={stream_k!r}: stream-K runs in serial mode on the Hopper kernel "
                          f"(family 1) with {STREAM_K_TILE.text} tiles and no clusters; the plan runs "
                          f"mode {plan.mode!r}, kernel {plan.kernel}, tiles {plan.tile1.text} and "
@@ -402,8 +404,8 @@ def _with_stream_k(rep: MlpPlanReport, stream_k, device, cpu) -> MlpPlanReport:
         slices = activation_slices(rep.activation)
         g1 = grid(rep.tokens, rep.ffn, plan.tile1, slices)
         g2 = grid(rep.tokens, rep.out, plan.tile2)
-        pair = (stream_k_pays(*g1, -(-rep.hidden // plan.tile1.k), model.sms),
-                stream_k_pays(*g2, -(-rep.ffn // plan.tile2.k), model.sms))
+        pair = (runs_it[0] and stream_k_pays(*g1, -(-rep.hidden // plan.tile1.k), model.sms),
+                runs_it[1] and stream_k_pays(*g2, -(-rep.ffn // plan.tile2.k), model.sms))
         if pair == (False, False):
             return rep
     plan = dataclasses.replace(plan, stream_k=pair, stream_k_ctas=model.sms)
@@ -482,25 +484,36 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     elif tiles is not None:
         # Any tile shape is valid for the wave model; running it on a GPU
         # checks it against the compiled kernels.
-        known = [c for c in runnable if c.tile == tiles[0]]
-        if known and slices > 1 and not known[0].swiglu:
+        known = [next((c for c in runnable if c.tile == t), None) for t in tiles]
+        if known[0] and slices > 1 and not known[0].swiglu:
             raise ValueError(f"tile: {tiles[0].text} has no SwiGLU form; activation {activation!r} "
                              f"takes one of {[c.tile.text for c in runnable if c.swiglu]}")
-        candidates = [(tiles[0], tiles[1], known[0] if known else None)]
+        if tiles[0] != tiles[1] and known[0] and known[0].kernel == 1 and mode == "fused":
+            raise ValueError(f"tile: the fused mode runs both GEMMs in one kernel, so with one tile; got "
+                             f"{tiles[0].text} and {tiles[1].text} (take mode 'serial' or 'streams')")
+        candidates = [(tiles[0], tiles[1], tuple(known) if known[0] and known[1] else None)]
     elif runnable:
-        candidates = [(c.tile, c.tile, c) for c in runnable if slices == 1 or c.swiglu]
+        candidates = [(c.tile, c.tile, (c, c)) for c in runnable if slices == 1 or c.swiglu]
+        if mode in ("auto", "serial", "streams"):
+            # The Hopper kernel launches each GEMM on its own outside the
+            # fused mode, so each may take the tile that fills the SMs best.
+            candidates += [(c1.tile, c2.tile, (c1, c2)) for c1 in runnable for c2 in runnable
+                           if c1 != c2 and c1.kernel == c2.kernel == 1 and (slices == 1 or c1.swiglu)]
     else:
         raise ValueError(f"device: no CUDA kernel of this build runs on {model.name} "
                          f"(compute capability {model.arch / 10:.1f}); the kernels need 8.0 or 9.0")
 
     best = None
-    for t1, t2, config in candidates:
-        pol = chosen_policy or _auto_policy(tokens, activation, t1, config)
-        default = config.default_order if config else "row_major"
+    for t1, t2, configs in candidates:
+        c1, c2 = configs or (None, None)
+        pol = chosen_policy or _auto_policy(tokens, activation, t1, c1)
+        default = c1.default_order if c1 else "row_major"
         order1 = order or ("strided" if isinstance(pol, StridedSync) else default)
-        rep = _report(model, tokens, hidden, ffn, out, activation, t1, t2, pol, run_mode, order1,
-                      order or default, optimizations, config.kernel if config else 0, cpu,
-                      ctas=config.ctas_per_sm if (config and not model.ctas) else None,
+        # Two tiles: the GEMMs run on launches of their own (serial, unless asked for streams).
+        cand_mode = "serial" if (t1 != t2 and mode == "auto" and c1) else run_mode
+        rep = _report(model, tokens, hidden, ffn, out, activation, t1, t2, pol, cand_mode, order1,
+                      order or default, optimizations, c1.kernel if c1 else 0, cpu,
+                      ctas=min(c1.ctas_per_sm, c2.ctas_per_sm) if (c1 and not model.ctas) else None,
                       group_rows=group_rows, cluster_m=cluster_m)
         # Simulated multiply-adds per slot over the kernel's measured rate.
         if mode == "auto" and not on_cpu and rep.makespan_synced > 0.99 * rep.makespan_stream:
@@ -511,8 +524,12 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         # Makespans count multiply-adds per slot; CTAs sharing an SM share its
         # rate, so time scales with slots per SM, over the measured rate.
         per_sm = rep.slots / model.sms
-        cost = (rep.makespan_synced if rep.mode != "serial" else rep.makespan_stream) * per_sm
-        cost /= config.relative_rate if config else 1.0
+        r1, r2 = (c1.relative_rate, c2.relative_rate) if c1 else (1.0, 1.0)
+        if rep.mode == "serial":
+            cost = per_sm * (makespan([t1.m * t1.n * hidden] * rep.tiles1, rep.slots) / r1
+                             + makespan([t2.m * t2.n * ffn] * rep.tiles2, rep.slots) / r2)
+        else:
+            cost = per_sm * rep.makespan_synced / min(r1, r2)
         if best is None or cost < best[0]:
             best = (cost, rep)
     cost, rep = best

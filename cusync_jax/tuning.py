@@ -32,7 +32,7 @@ class TunedChoice:
     tokens: int               # the measured token count it came from
     policy: Optional[Policy]  # None for "xla"
     mode: str                 # "xla", "serial", "fused" or "streams"
-    tile: Optional[TileShape]
+    tile: Optional[object]    # a TileShape, or a (producer, consumer) pair of them
     speedup_over_xla: float   # measured; < 1 never wins (it falls back)
     order: Optional[str] = None  # tile order of both GEMMs; None: the planner's
     group_rows: int = 8          # the grouped order's band height
@@ -69,7 +69,12 @@ def _table(slug: str) -> tuple:
 
 
 def _choice(entry: dict) -> TunedChoice:
-    tile = TileShape(*entry["tile"]) if entry.get("tile") else None
+    tile = entry.get("tile")
+    if tile:
+        # [m, n, k] for both GEMMs, or [[m, n, k], [m, n, k]] for one each.
+        tile = (tuple(TileShape(*t) for t in tile) if isinstance(tile[0], list) else TileShape(*tile))
+    else:
+        tile = None
     policy = policy_from_name(entry["policy"]) if entry.get("policy") else None
     return TunedChoice(entry["impl"], entry["tokens"], policy, entry["mode"], tile,
                        entry["speedup_over_xla"], entry.get("order"), entry.get("group_rows", 8),

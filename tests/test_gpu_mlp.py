@@ -71,6 +71,31 @@ def test_every_compiled_tile(config, mode, activation):
     check(ops, activation, tile=config.tile, mode=mode, policy="rowsync")
 
 
+# A tile per GEMM (serial and streams launch each GEMM on its own): the
+# consumer's waits read the producer's tiling, not its own.
+TILE_PAIRS = [((128, 128, 64), (128, 192, 64)), ((128, 192, 64), (128, 128, 64)),
+              ((128, 256, 64), (128, 96, 64)), ((128, 96, 64), (128, 256, 64))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pair", TILE_PAIRS, ids=lambda p: f"{p[0][1]}-{p[1][1]}")
+@pytest.mark.parametrize("mode,policy", [("serial", "rowsync"), ("streams", "tilesync"),
+                                         ("streams", "rowsync")])
+def test_a_tile_per_gemm(pair, mode, policy, dtype):
+    for tokens in (77, 1000):
+        ops = mlp_inputs(tokens + pair[0][1], tokens, 384, 1160, 392, dtype)
+        check(ops, "gelu", tile=pair, mode=mode, policy=policy)
+    if pair[0][1] in (128, 256):
+        ops = mlp_inputs(3, 333, 384, 520, 392, dtype, swiglu=True)
+        check(ops, "swiglu", tile=pair, mode=mode, policy=policy)
+
+
+def test_a_tile_per_gemm_with_stream_k_on_one():
+    ops = mlp_inputs(5, 1000, 2048, 1024, 392, jnp.float16)
+    check(ops, "gelu", tile=((128, 128, 64), (128, 192, 64)), mode="serial", stream_k=(True, False))
+    check(ops, "gelu", tile=((128, 192, 64), (128, 128, 64)), mode="serial", stream_k=(False, True))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mode", ["streams", "fused"])
 @pytest.mark.parametrize("policy", ["tilesync", "rowsync"])

@@ -164,3 +164,38 @@ def test_stream_k_explicit_and_refused_where_it_cannot_run():
         False, False)
     assert cs.plan_mlp(768, 1024, 4096, device="cpu", mode="serial", stream_k="auto").plan.stream_k == (
         False, False)
+
+
+def test_each_gemm_takes_the_tile_that_fills_the_sms():
+    # GPT-3 on the H200 (132 SMs). At 256 tokens the producer's 96 tiles of
+    # 128x128 take one wave and its 64 of 128x192 one longer one; the
+    # consumer's 128 tiles of 128x192 take one wave where 192 of 128x128 take
+    # two. Serial mode launches each GEMM on its own, so each takes its own.
+    t128, t192 = cs.TileShape(128, 128, 64), cs.TileShape(128, 192, 64)
+    plan = cs.plan_mlp(256, 12288, 6144, device="h200", mode="serial").plan
+    assert (plan.tile1, plan.tile2) == (t128, t192)
+    assert plan.attributes(0)["tile_n1"] == 128 and plan.attributes(0)["tile_n2"] == 192
+    # 512 tokens: 128 producer tiles of 128x192 (one wave) against 192 of 128x128.
+    assert cs.plan_mlp(512, 12288, 6144, device="h200", mode="serial").plan.tile1 == t192
+    # The fused kernel runs both GEMMs with one tile.
+    fused = cs.plan_mlp(256, 12288, 6144, device="h200", mode="fused").plan
+    assert fused.tile1 == fused.tile2
+    with pytest.raises(ValueError, match="fused mode runs both GEMMs in one kernel"):
+        cs.plan_mlp(256, 12288, 6144, device="h200", mode="fused", tile=(t128, t192))
+    # Two tiles without a mode: serial.
+    assert cs.plan_mlp(256, 12288, 6144, device="h200", tile=(t128, t192)).plan.mode == "serial"
+    # A SwiGLU producer has no 128x192 form; its consumer may.
+    for tokens in (256, 512, 768):
+        rep = cs.plan_mlp(tokens, 8192, 2816, activation="swiglu", device="h200", mode="serial")
+        assert rep.plan.tile1 in (t128, cs.TileShape(128, 256, 64))
+
+
+def test_stream_k_runs_on_the_gemm_with_its_tile():
+    t128, t192 = cs.TileShape(128, 128, 64), cs.TileShape(128, 192, 64)
+    plan = cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(t128, t192),
+                       stream_k="auto").plan
+    assert plan.stream_k == (True, False)
+    assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(t128, t192),
+                       stream_k=(True, False)).plan.stream_k == (True, False)
+    with pytest.raises(ValueError, match="with 128x128x64 tiles"):
+        cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(t128, t192), stream_k=True)

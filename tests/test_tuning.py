@@ -173,9 +173,21 @@ def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path)
     assert tune.parse_plan("128x128x64 RowSync serial grouped stream-K 1/2")[2:] == (
         "serial", "grouped", 8, 1, [True, True])
     assert tune.parse_plan("128x128x64 RowSync serial grouped stream-K 2")[6] == [False, True]
+    assert tune.parse_plan("128x128x64/128x192x64 RowSync serial grouped")[0] == [[128, 128, 64],
+                                                                                 [128, 192, 64]]
 
 
 def test_float32_on_a_gpu_runs_xla_under_auto(table):
     # The GPU kernels take float16 and bfloat16: auto never plans them for float32.
     assert cs.plan_mlp(1024, 1024, 512, device=table, dtype=jnp.float32).fallback
     assert cs.plan_mlp(1024, 1024, 512, device="cpu", dtype=jnp.float32).fallback is False
+
+
+def test_a_table_entry_may_name_a_tile_per_gemm():
+    entry = dict(impl="serial", tokens=256, policy="RowSync", mode="serial",
+                 tile=[[128, 128, 64], [128, 192, 64]], speedup_over_xla=1.02, order="grouped")
+    choice = tuning._choice(entry)
+    assert choice.tile == (cs.TileShape(128, 128, 64), cs.TileShape(128, 192, 64))
+    plan = cs.plan_mlp(256, 12288, 6144, device="h200", tile=choice.tile, policy=choice.policy,
+                       mode=choice.mode, order=choice.order).plan
+    assert (plan.tile1.n, plan.tile2.n) == (128, 192)

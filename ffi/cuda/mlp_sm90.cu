@@ -1,16 +1,20 @@
 // Kernel family 1 (Hopper): the synced MLP, and the plain GEMM, on the
 // persistent wgmma + TMA GEMM-chain kernel (sm90_chain_kernel.cuh).
 //
-//   serial   the kernel twice in stream order: producer positions, then
-//            consumer positions; no waits (the StreamSync baseline). Either
+//   serial   each GEMM on its own launch in stream order: producer tiles,
+//            then consumer tiles; no waits (the StreamSync baseline). Either
 //            GEMM may run stream-K (cusync/stream_k.h): where its tiles fill
 //            the SMs badly, equal ranges of k-blocks instead of whole tiles.
 //   fused    one launch; the atomic counter hands out every producer tile,
 //            then the consumer tiles, which wait on the policy's semaphores.
-//   streams  the paper's form: the producer positions on XLA's stream, the
-//            consumer positions on a side stream behind a wait kernel, both
+//   streams  the paper's form: the producer tiles on XLA's stream, the
+//            consumer tiles on a side stream behind a wait kernel, both
 //            persistent. Once one producer CTA runs, it works through every
 //            producer tile left, so waiting consumers cannot starve it.
+//
+// Serial and streams launch each GEMM on its own, so each may take its own
+// tile width (the widths that fill the SMs differ between the two GEMMs); the
+// fused kernel runs both with one.
 //
 // SwiGLU: a producer tile multiplies x by the same columns of w1's gate and
 // up halves and stores silu(gate) * up, so h is a plain [T, F] matrix and
@@ -38,6 +42,7 @@ namespace cusync_cuda {
 namespace {
 
 using xla::ffi::Error;
+using cusync_ffi::MlpSpec;
 using namespace cusync_sm90;
 
 template <class Cfg>
@@ -62,132 +67,200 @@ Error launch(const ChainParams<Cfg>& p, const DeviceInfo& device, cudaStream_t s
   return cuda_error(launch_chain(p, device.sm_count, stream), what);
 }
 
-template <class Cfg>
-Error run_mlp(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t stream, const DeviceInfo& device) {
-  if (auto e = check_device<Cfg>(device); e.failure()) return e;
-  using E = typename Cfg::Element;
-  const int T = static_cast<int>(s.tokens), H = static_cast<int>(s.hidden), F = static_cast<int>(s.ffn),
-            O = static_cast<int>(s.out);
-  E* h = static_cast<E*>(b.h);
-  ChainParams<Cfg> p{};
-  cusync::Stage producer = s.producer;
-  cusync::Policy policy = s.policy;
-  if constexpr (Cfg::kSwiglu) {
-    // A producer tile stores silu(gate) * up for kTileN/2 columns of h, now a
-    // plain [T, F] matrix (packed at the start of the [T, 2F] scratch buffer).
-    producer = cusync::Stage{T, F, 1, Cfg::kTileM, Cfg::kTileN / 2, s.producer.order, s.producer.group_rows};
-    // StridedSync joins a column's gate and up tiles; one producer tile now
-    // covers both, so it is TileSync.
-    if (policy.kind == cusync::PolicyKind::kStridedSync) policy.kind = cusync::PolicyKind::kTileSync;
-    // Python sized the semaphores for the [gate | up] tiling (s.producer).
-    const int need = policy.semaphore_count(producer), have = s.producer.tile_count();
-    if (need > have) {
-      return Error::InvalidArgument("cusync_jax: kernel family 1's SwiGLU tiling needs " + std::to_string(need) +
-                                    " semaphores; the sync buffer holds " + std::to_string(have));
-    }
-    p.stage[0] = make_swiglu_producer_stage<Cfg>(static_cast<const E*>(b.x), T, H, static_cast<const E*>(b.w1), F,
-                                                 h, static_cast<const E*>(b.b1), producer);
-  } else {
-    p.stage[0] = make_gemm_stage<Cfg>(static_cast<const E*>(b.x), T, H, H, static_cast<const E*>(b.w1), F, h, F,
-                                      static_cast<const E*>(b.b1), producer, s.activation);
-  }
-  p.stage[1] = make_gemm_stage<Cfg>(h, T, F, F, static_cast<const E*>(b.w2), O, static_cast<E*>(b.y), O,
-                                    static_cast<const E*>(b.b2), s.consumer, cusync::Activation::kIdentity);
-  // Schedule positions: tiles, or row-tile pairs with clusters.
-  const int P = schedule_positions<Cfg>(producer), C = schedule_positions<Cfg>(s.consumer);
-  p.tiles0 = P;
-  p.semaphores = b.sync + cusync::kSyncHeaderWords;
-  p.policy = policy;
-  p.release_store = cusync::has(s.optimizations, cusync::kReleaseStorePosts) && policy.single_poster(producer);
+// The producer as the kernel tiles it. SwiGLU: a producer tile stores
+// silu(gate) * up for tile_cols / 2 columns of h, now a plain [T, F] matrix
+// (packed at the start of the [T, 2F] scratch buffer).
+cusync::Stage kernel_producer(const MlpSpec& s) {
+  if (s.producer.slices != 2) return s.producer;
+  return cusync::Stage{static_cast<int>(s.tokens), static_cast<int>(s.ffn), 1, s.producer.tile_rows,
+                       s.producer.tile_cols / 2, s.producer.order, s.producer.group_rows};
+}
 
-  if (Cfg::kStreamK && s.stream_k1 && producer.grid_cols() != cusync_ffi::mlp_stream_k_cols1(s))
-    return Error::Internal("cusync_jax: the stream-K producer's tile columns (" +
-                           std::to_string(producer.grid_cols()) + ") differ from the sync layout's (" +
-                           std::to_string(cusync_ffi::mlp_stream_k_cols1(s)) + ")");
-  switch (s.mode) {
-    case cusync_ffi::Mode::kSerial: {
-      const cusync::SplitLayout layout = cusync_ffi::mlp_sync_layout(s);
-      // Stream-K for stage `stage` where the plan asks for it.
-      const auto with_stream_k = [&](ChainParams<Cfg> q, int stage, bool on, int k_blocks, long long counts,
-                                     long long partials) {
-        if (!Cfg::kStreamK || !on) return q;
-        // (The producer as the kernel tiles it: its columns are mlp_stream_k_cols1's.)
-        const cusync::Stage& st = stage == 0 ? producer : s.consumer;
-        q.stream_k = cusync::make_stream_k(st.grid_rows(), st.grid_cols(), k_blocks, s.stream_k_ctas);
-        q.stream_k_stage = stage;
-        q.stream_k_counts = b.sync + counts;
-        q.stream_k_partials = reinterpret_cast<float*>(b.sync + partials);
-        q.begin = 0;
-        q.end = kStreamKDone;
-        return q;
-      };
-      p.begin = 0;
-      p.end = P;
-      p.counter = b.sync + cusync::kProducerCounter;
-      if (auto e = launch(with_stream_k(p, 0, s.stream_k1, cusync_ffi::mlp_k_blocks1(s), layout.counts1,
-                                        layout.partials1),
-                          device, stream, "launching the Hopper producer kernel (serial)");
-          e.failure())
-        return e;
-      p.begin = P;
-      p.end = P + C;
-      p.counter = b.sync + cusync::kConsumerCounter;
-      return launch(with_stream_k(p, 1, s.stream_k2, cusync_ffi::mlp_k_blocks2(s), layout.counts2, layout.partials2),
-                    device, stream, "launching the Hopper consumer kernel (serial)");
-    }
-    case cusync_ffi::Mode::kFused: {
-      p.consumer_waits = p.producer_posts = true;
-      p.begin = 0;
-      p.end = P + C;
-      p.counter = b.sync + cusync::kFusedCounter;
-      return launch(p, device, stream, "launching the Hopper fused kernel");
-    }
-    case cusync_ffi::Mode::kStreams:
-    default: {
-      int dev = 0;
-      if (auto e = stream_device(stream, &dev); e.failure()) return e;
-      SideStream* side = nullptr;
-      if (auto e = side_stream_for(dev, &side); e.failure()) return e;
-      p.consumer_waits = p.producer_posts = true;
-      // Both persistent grids resident at once (one CTA per SM each): no
-      // consumer CTA can hold an SM a producer CTA needs.
-      const int units = resident_units<Cfg>(device);
-      const bool one_wave = std::min(P, units) + std::min(C, units) <= units;
-      const bool wait_kernel = !(cusync::has(s.optimizations, cusync::kAvoidWaitKernel) && one_wave);
-      std::lock_guard<std::mutex> lock(side->mu);
-      CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->fork, stream), "recording the fork event");
-      CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side->stream, side->fork, 0), "forking the side stream");
-      ChainParams<Cfg> pp = p;
-      pp.begin = 0;
-      pp.end = P;
-      pp.counter = b.sync + cusync::kProducerCounter;
-      pp.started = b.sync + cusync::kProducerStarted;
-      if (auto e = launch(pp, device, stream, "launching the Hopper producer kernel (streams)"); e.failure())
-        return e;
-      if (wait_kernel) {
-        if (auto e = launch_wait_for_flag(b.sync + cusync::kProducerStarted, side->stream); e.failure()) return e;
-      }
-      ChainParams<Cfg> cp = p;
-      cp.begin = P;
-      cp.end = P + C;
-      cp.counter = b.sync + cusync::kConsumerCounter;
-      if (auto e = launch(cp, device, side->stream, "launching the Hopper consumer kernel (streams)"); e.failure())
-        return e;
-      CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->join, side->stream), "recording the join event");
-      CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, side->join, 0), "joining the side stream");
-      return Error::Success();
-    }
+// StridedSync joins a column's gate and up tiles; one SwiGLU producer tile
+// covers both, so it is TileSync.
+cusync::Policy kernel_policy(const MlpSpec& s) {
+  cusync::Policy policy = s.policy;
+  if (s.producer.slices == 2 && policy.kind == cusync::PolicyKind::kStridedSync)
+    policy.kind = cusync::PolicyKind::kTileSync;
+  return policy;
+}
+
+template <class Cfg>
+GemmStage<Cfg> producer_gemm(const MlpSpec& s, const MlpBuffers& b) {
+  using E = typename Cfg::Element;
+  const int T = static_cast<int>(s.tokens), H = static_cast<int>(s.hidden), F = static_cast<int>(s.ffn);
+  const auto x = static_cast<const E*>(b.x), w1 = static_cast<const E*>(b.w1), b1 = static_cast<const E*>(b.b1);
+  if constexpr (Cfg::kSwiglu) {
+    return make_swiglu_producer_stage<Cfg>(x, T, H, w1, F, static_cast<E*>(b.h), b1, kernel_producer(s));
+  } else {
+    return make_gemm_stage<Cfg>(x, T, H, H, w1, F, static_cast<E*>(b.h), F, b1, s.producer, s.activation);
   }
+}
+
+template <class Cfg>
+GemmStage<Cfg> consumer_gemm(const MlpSpec& s, const MlpBuffers& b) {
+  using E = typename Cfg::Element;
+  const int T = static_cast<int>(s.tokens), F = static_cast<int>(s.ffn), O = static_cast<int>(s.out);
+  return make_gemm_stage<Cfg>(static_cast<const E*>(b.h), T, F, F, static_cast<const E*>(b.w2), O,
+                              static_cast<E*>(b.y), O, static_cast<const E*>(b.b2), s.consumer,
+                              cusync::Activation::kIdentity);
+}
+
+// What every launch shares: the semaphores and how they are posted.
+template <class Cfg>
+ChainParams<Cfg> sync_params(const MlpSpec& s, const MlpBuffers& b) {
+  ChainParams<Cfg> p{};
+  p.semaphores = b.sync + cusync::kSyncHeaderWords;
+  p.policy = kernel_policy(s);
+  p.release_store =
+      cusync::has(s.optimizations, cusync::kReleaseStorePosts) && p.policy.single_poster(kernel_producer(s));
+  return p;
+}
+
+// One GEMM of the MLP alone on Cfg's kernel (serial and streams modes).
+// synced: the producer posts, the consumer waits (streams).
+template <class Cfg>
+Error launch_stage(const MlpSpec& s, const MlpBuffers& b, int stage, bool synced, cudaStream_t stream,
+                   const DeviceInfo& device) {
+  if (auto e = check_device<Cfg>(device); e.failure()) return e;
+  if (stage == 0 && (s.producer.slices == 2) != Cfg::kSwiglu)
+    return Error::Internal("cusync_jax: the producer's kernel configuration does not match its activation");
+  ChainParams<Cfg> p = sync_params<Cfg>(s, b);
+  const GemmStage<Cfg> g = stage == 0 ? producer_gemm<Cfg>(s, b) : consumer_gemm<Cfg>(s, b);
+  p.stage[0] = p.stage[1] = g;
+  // A consumer's waits read the producer's tiling from stage[0].
+  if (stage == 1) p.stage[0].tiling = kernel_producer(s);
+  const int positions = schedule_positions<Cfg>(g.tiling);
+  p.tiles0 = stage == 0 ? positions : 0;
+  p.begin = 0;
+  p.end = positions;
+  p.counter = b.sync + (stage == 0 ? cusync::kProducerCounter : cusync::kConsumerCounter);
+  p.producer_posts = p.consumer_waits = synced;
+  if (synced && stage == 0) p.started = b.sync + cusync::kProducerStarted;
+  if constexpr (Cfg::kStreamK) {
+    // Stream-K where the plan asks for it (the dispatch takes a stream-K
+    // configuration only then).
+    const cusync::SplitLayout layout = cusync_ffi::mlp_sync_layout(s);
+    if (stage == 0 && g.tiling.grid_cols() != cusync_ffi::mlp_stream_k_cols1(s))
+      return Error::Internal("cusync_jax: the stream-K producer's tile columns (" +
+                             std::to_string(g.tiling.grid_cols()) + ") differ from the sync layout's (" +
+                             std::to_string(cusync_ffi::mlp_stream_k_cols1(s)) + ")");
+    p.stream_k = cusync::make_stream_k(g.tiling.grid_rows(), g.tiling.grid_cols(),
+                                       stage == 0 ? cusync_ffi::mlp_k_blocks1(s) : cusync_ffi::mlp_k_blocks2(s),
+                                       s.stream_k_ctas);
+    p.stream_k_stage = stage;
+    p.stream_k_counts = b.sync + (stage == 0 ? layout.counts1 : layout.counts2);
+    p.stream_k_partials = reinterpret_cast<float*>(b.sync + (stage == 0 ? layout.partials1 : layout.partials2));
+    p.end = kStreamKDone;
+  }
+  return launch(p, device, stream,
+                stage == 0 ? "launching the Hopper producer kernel" : "launching the Hopper consumer kernel");
+}
+
+// Both GEMMs in one launch on Cfg's kernel: producer tiles first, consumer
+// tiles after, waiting on the producer's posts.
+template <class Cfg>
+Error launch_fused(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream, const DeviceInfo& device) {
+  if (auto e = check_device<Cfg>(device); e.failure()) return e;
+  ChainParams<Cfg> p = sync_params<Cfg>(s, b);
+  p.stage[0] = producer_gemm<Cfg>(s, b);
+  p.stage[1] = consumer_gemm<Cfg>(s, b);
+  const int P = schedule_positions<Cfg>(p.stage[0].tiling), C = schedule_positions<Cfg>(p.stage[1].tiling);
+  p.tiles0 = P;
+  p.consumer_waits = p.producer_posts = true;
+  p.begin = 0;
+  p.end = P + C;
+  p.counter = b.sync + cusync::kFusedCounter;
+  return launch(p, device, stream, "launching the Hopper fused kernel");
+}
+
+// Calls f(Cfg{}) with the compiled configuration for a tile width, SwiGLU
+// form, cluster and stream-K (checked by the caller: one exists).
+template <class F>
+Error with_config(bool bf16, int n, bool swiglu, int cluster_m, bool stream_k, F&& f) {
+  if (stream_k) {
+    if (bf16) return swiglu ? f(ChainBF16x128SwigluStreamK{}) : f(ChainBF16x128StreamK{});
+    return swiglu ? f(ChainF16x128SwigluStreamK{}) : f(ChainF16x128StreamK{});
+  }
+  if (cluster_m == 2) return bf16 ? f(ChainBF16x128Cluster2{}) : f(ChainF16x128Cluster2{});
+  switch (n) {
+    case 96:
+      return bf16 ? f(ChainBF16x96{}) : f(ChainF16x96{});
+    case 192:
+      return bf16 ? f(ChainBF16x192{}) : f(ChainF16x192{});
+    case 128:
+      if (bf16) return swiglu ? f(ChainBF16x128Swiglu{}) : f(ChainBF16x128{});
+      return swiglu ? f(ChainF16x128Swiglu{}) : f(ChainF16x128{});
+    default:
+      if (bf16) return swiglu ? f(ChainBF16x256Swiglu{}) : f(ChainBF16x256{});
+      return swiglu ? f(ChainF16x256Swiglu{}) : f(ChainF16x256{});
+  }
+}
+
+// The configuration that runs stage 0 (producer) or 1 (consumer) of the plan.
+template <class F>
+Error with_stage_config(const MlpSpec& s, bool bf16, int stage, F&& f) {
+  const cusync::Stage& st = stage == 0 ? s.producer : s.consumer;
+  return with_config(bf16, st.tile_cols, stage == 0 && s.producer.slices == 2, s.cluster_m,
+                     stage == 0 ? s.stream_k1 : s.stream_k2, f);
 }
 
 std::string tile_text(const cusync::Stage& st, int k) {
   return std::to_string(st.tile_rows) + "x" + std::to_string(st.tile_cols) + "x" + std::to_string(k);
 }
 
+// Whether the plan names tiles, clusters and stream-K that kernel family 1
+// was compiled for; every refusal says what to take instead.
+Error check_plan(const MlpSpec& s) {
+  const cusync::Stage &P = s.producer, &C = s.consumer;
+  const bool swiglu = P.slices == 2;
+  const auto width_ok = [](int n) { return n == 96 || n == 128 || n == 192 || n == 256; };
+  if (P.tile_rows != 128 || C.tile_rows != 128 || s.tile_k1 != 64 || s.tile_k2 != 64 || !width_ok(P.tile_cols) ||
+      !width_ok(C.tile_cols)) {
+    return Error::InvalidArgument(
+        "cusync_jax: kernel family 1 runs tiles 128x96x64, 128x128x64, 128x192x64 and 128x256x64; the plan asks "
+        "for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2));
+  }
+  if (P.tile_cols != C.tile_cols && s.mode == cusync_ffi::Mode::kFused) {
+    return Error::InvalidArgument("cusync_jax: the fused mode runs both GEMMs in one kernel, so with one tile; the "
+                                  "plan asks for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2) +
+                                  " (take mode serial or streams, or one tile)");
+  }
+  if (swiglu && (P.tile_cols == 96 || P.tile_cols == 192)) {
+    return Error::InvalidArgument("cusync_jax: kernel family 1 has no SwiGLU form of its " +
+                                  tile_text(P, s.tile_k1) + " tiles; take 128x128x64 or 128x256x64");
+  }
+  if (s.cluster_m != 1 && (s.cluster_m != 2 || P.tile_cols != 128 || C.tile_cols != 128 || swiglu)) {
+    return Error::InvalidArgument(
+        "cusync_jax: kernel family 1 runs cluster_m = 2 only with 128x128x64 tiles and a one-slice "
+        "activation (not SwiGLU); the plan asks for cluster_m " + std::to_string(s.cluster_m) + ", tiles " +
+        tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2) + (swiglu ? ", SwiGLU" : ""));
+  }
+  for (int stage = 0; stage < 2; ++stage) {
+    const cusync::Stage& st = stage == 0 ? P : C;
+    if (!(stage == 0 ? s.stream_k1 : s.stream_k2)) continue;
+    // Stream-K runs on its own 128x128 instances (the others compile without it).
+    if (st.tile_cols != 128 || s.cluster_m != 1 || s.mode != cusync_ffi::Mode::kSerial)
+      return Error::InvalidArgument("cusync_jax: kernel family 1 runs stream-K in serial mode with 128x128x64 "
+                                    "tiles and cluster_m 1; the plan asks for it on " +
+                                    tile_text(st, stage == 0 ? s.tile_k1 : s.tile_k2) + ", cluster_m " +
+                                    std::to_string(s.cluster_m) + ", mode " +
+                                    std::to_string(static_cast<int>(s.mode)));
+  }
+  // Python sized the semaphores for the [gate | up] tiling (s.producer).
+  if (swiglu) {
+    const int need = kernel_policy(s).semaphore_count(kernel_producer(s)), have = P.tile_count();
+    if (need > have) {
+      return Error::InvalidArgument("cusync_jax: kernel family 1's SwiGLU tiling needs " + std::to_string(need) +
+                                    " semaphores; the sync buffer holds " + std::to_string(have));
+    }
+  }
+  return Error::Success();
+}
+
 }  // namespace
 
-Error launch_mlp_sm90(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStream_t stream,
-                      const DeviceInfo& device) {
+Error launch_mlp_sm90(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream, const DeviceInfo& device) {
   if (s.hidden % 8 || s.ffn % 8 || s.out % 8) {
     return Error::InvalidArgument(
         "cusync_jax: kernel family 1 loads rows with TMA, which needs 16-byte row strides: hidden, ffn and "
@@ -198,51 +271,54 @@ Error launch_mlp_sm90(const cusync_ffi::MlpSpec& s, const MlpBuffers& b, cudaStr
     return Error::InvalidArgument("cusync_jax: Conv2DTileSync is a conv policy; the MLP takes TileSync, RowSync "
                                   "or StridedSync");
   if (s.producer.slices > 2) return Error::InvalidArgument("cusync_jax: kernel family 1 handles at most 2 slices");
-  const cusync::Stage &P = s.producer, &C = s.consumer;
-  const bool same = P.tile_rows == C.tile_rows && P.tile_cols == C.tile_cols && s.tile_k1 == s.tile_k2;
-  const bool swiglu = P.slices == 2;
-  const int n = P.tile_cols;
-  if (!same || P.tile_rows != 128 || s.tile_k1 != 64 || (n != 96 && n != 128 && n != 256)) {
-    return Error::InvalidArgument(
-        "cusync_jax: kernel family 1 runs tiles 128x96x64, 128x128x64 and 128x256x64, the same for both GEMMs; "
-        "the plan asks for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2));
-  }
-  if (s.stream_k1 || s.stream_k2) {
-    // Stream-K runs on its own 128x128 instances (the others compile without it).
-    if (n != 128 || s.cluster_m != 1)
-      return Error::InvalidArgument("cusync_jax: kernel family 1 runs stream-K with 128x128x64 tiles and cluster_m "
-                                    "1; the plan asks for " + tile_text(P, s.tile_k1) + ", cluster_m " +
-                                    std::to_string(s.cluster_m));
-    if (b.bf16)
-      return swiglu ? run_mlp<ChainBF16x128SwigluStreamK>(s, b, stream, device)
-                    : run_mlp<ChainBF16x128StreamK>(s, b, stream, device);
-    return swiglu ? run_mlp<ChainF16x128SwigluStreamK>(s, b, stream, device)
-                  : run_mlp<ChainF16x128StreamK>(s, b, stream, device);
-  }
-  if (n == 96) {
-    if (swiglu)
-      return Error::InvalidArgument("cusync_jax: kernel family 1 has no SwiGLU form of its 128x96x64 tiles; "
-                                    "take 128x128x64 or 128x256x64");
-    return b.bf16 ? run_mlp<ChainBF16x96>(s, b, stream, device) : run_mlp<ChainF16x96>(s, b, stream, device);
-  }
-  if (s.cluster_m != 1) {
-    if (s.cluster_m != 2 || n != 128 || swiglu) {
-      return Error::InvalidArgument(
-          "cusync_jax: kernel family 1 runs cluster_m = 2 only with 128x128x64 tiles and a one-slice "
-          "activation (not SwiGLU); the plan asks for cluster_m " + std::to_string(s.cluster_m) + ", tiles " +
-          tile_text(P, s.tile_k1) + (swiglu ? ", SwiGLU" : ""));
+  if (auto e = check_plan(s); e.failure()) return e;
+  const auto stage_launch = [&](int stage, bool synced, cudaStream_t on) {
+    return with_stage_config(s, b.bf16, stage, [&](auto cfg) {
+      return launch_stage<decltype(cfg)>(s, b, stage, synced, on, device);
+    });
+  };
+  switch (s.mode) {
+    case cusync_ffi::Mode::kSerial: {
+      if (auto e = stage_launch(0, false, stream); e.failure()) return e;
+      return stage_launch(1, false, stream);
     }
-    return b.bf16 ? run_mlp<ChainBF16x128Cluster2>(s, b, stream, device)
-                  : run_mlp<ChainF16x128Cluster2>(s, b, stream, device);
+    case cusync_ffi::Mode::kFused:
+      return with_stage_config(s, b.bf16, 0, [&](auto cfg) {
+        return launch_fused<decltype(cfg)>(s, b, stream, device);
+      });
+    case cusync_ffi::Mode::kStreams:
+    default: {
+      int dev = 0;
+      if (auto e = stream_device(stream, &dev); e.failure()) return e;
+      SideStream* side = nullptr;
+      if (auto e = side_stream_for(dev, &side); e.failure()) return e;
+      // Both persistent grids resident at once (one CTA per SM each): no
+      // consumer CTA can hold an SM a producer CTA needs.
+      int positions[2] = {0, 0}, units[2] = {0, 0};
+      for (int stage = 0; stage < 2; ++stage) {
+        (void)with_stage_config(s, b.bf16, stage, [&](auto cfg) {
+          using Cfg = decltype(cfg);
+          positions[stage] = schedule_positions<Cfg>(stage == 0 ? kernel_producer(s) : s.consumer);
+          units[stage] = resident_units<Cfg>(device);
+          return Error::Success();
+        });
+      }
+      const int resident = std::min(units[0], units[1]);
+      const bool one_wave = std::min(positions[0], resident) + std::min(positions[1], resident) <= resident;
+      const bool wait_kernel = !(cusync::has(s.optimizations, cusync::kAvoidWaitKernel) && one_wave);
+      std::lock_guard<std::mutex> lock(side->mu);
+      CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->fork, stream), "recording the fork event");
+      CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side->stream, side->fork, 0), "forking the side stream");
+      if (auto e = stage_launch(0, true, stream); e.failure()) return e;
+      if (wait_kernel) {
+        if (auto e = launch_wait_for_flag(b.sync + cusync::kProducerStarted, side->stream); e.failure()) return e;
+      }
+      if (auto e = stage_launch(1, true, side->stream); e.failure()) return e;
+      CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->join, side->stream), "recording the join event");
+      CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, side->join, 0), "joining the side stream");
+      return Error::Success();
+    }
   }
-  if (b.bf16) {
-    if (n == 128)
-      return swiglu ? run_mlp<ChainBF16x128Swiglu>(s, b, stream, device) : run_mlp<ChainBF16x128>(s, b, stream, device);
-    return swiglu ? run_mlp<ChainBF16x256Swiglu>(s, b, stream, device) : run_mlp<ChainBF16x256>(s, b, stream, device);
-  }
-  if (n == 128)
-    return swiglu ? run_mlp<ChainF16x128Swiglu>(s, b, stream, device) : run_mlp<ChainF16x128>(s, b, stream, device);
-  return swiglu ? run_mlp<ChainF16x256Swiglu>(s, b, stream, device) : run_mlp<ChainF16x256>(s, b, stream, device);
 }
 
 namespace {
@@ -272,25 +348,15 @@ Error launch_gemm_sm90(const void* a, const void* w, void* out, int* counter, in
                        const DeviceInfo& device) {
   if (n % 8 || k % 8)
     return Error::InvalidArgument("cusync_jax: gemm needs n and k to be multiples of 8 (16-byte TMA row strides)");
-  if (tile_n != 96 && tile_n != 128 && tile_n != 256)
-    return Error::InvalidArgument("cusync_jax: gemm tile_n must be 96, 128 or 256, got " + std::to_string(tile_n));
-  if (cluster_m != 1) {
-    if (cluster_m != 2 || tile_n != 128)
-      return Error::InvalidArgument("cusync_jax: gemm runs cluster_m 1, or 2 with tile_n 128; got cluster_m " +
-                                    std::to_string(cluster_m) + ", tile_n " + std::to_string(tile_n));
-    return bf16 ? run_gemm<ChainBF16x128Cluster2>(a, w, out, counter, m, n, k, order, group_rows, stream, device)
-                : run_gemm<ChainF16x128Cluster2>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
-  }
-  if (tile_n == 96) {
-    return bf16 ? run_gemm<ChainBF16x96>(a, w, out, counter, m, n, k, order, group_rows, stream, device)
-                : run_gemm<ChainF16x96>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
-  }
-  if (bf16) {
-    return tile_n == 128 ? run_gemm<ChainBF16x128>(a, w, out, counter, m, n, k, order, group_rows, stream, device)
-                         : run_gemm<ChainBF16x256>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
-  }
-  return tile_n == 128 ? run_gemm<ChainF16x128>(a, w, out, counter, m, n, k, order, group_rows, stream, device)
-                       : run_gemm<ChainF16x256>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
+  if (tile_n != 96 && tile_n != 128 && tile_n != 192 && tile_n != 256)
+    return Error::InvalidArgument("cusync_jax: gemm tile_n must be 96, 128, 192 or 256, got " +
+                                  std::to_string(tile_n));
+  if (cluster_m != 1 && (cluster_m != 2 || tile_n != 128))
+    return Error::InvalidArgument("cusync_jax: gemm runs cluster_m 1, or 2 with tile_n 128; got cluster_m " +
+                                  std::to_string(cluster_m) + ", tile_n " + std::to_string(tile_n));
+  return with_config(bf16, tile_n, false, cluster_m, false, [&](auto cfg) {
+    return run_gemm<decltype(cfg)>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
+  });
 }
 
 }  // namespace cusync_cuda

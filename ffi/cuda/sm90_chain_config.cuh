@@ -34,7 +34,7 @@ namespace cusync_sm90 {
 
 using namespace cute;
 
-// kTileN: tile width (96, 128 or 256; 96 without SwiGLU). kSwiglu: producer tiles multiply x by
+// kTileN: tile width (96, 128, 192 or 256; 96 and 192 without SwiGLU). kSwiglu: producer tiles multiply x by
 // kTileN/2 gate columns and the same kTileN/2 up columns of w1 (two B views,
 // side by side in a stage), and the epilogue stores silu(gate) * up: h is a
 // plain [rows, F] matrix and the consumer a plain GEMM.

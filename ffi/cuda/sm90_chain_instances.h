@@ -1,7 +1,7 @@
 // The compiled configurations of the Hopper GEMM-chain kernel. Each is
 // instantiated once, in sm90_chain_f16.cu or sm90_chain_bf16.cu (two files so
 // a two-core build compiles them side by side), the 128x96 ones in
-// sm90_chain_n96.cu, the 2x1-cluster ones in sm90_chain_cluster.cu, the
+// sm90_chain_n96.cu, the 128x192 ones in sm90_chain_n192.cu, the 2x1-cluster ones in sm90_chain_cluster.cu, the
 // stream-K ones in sm90_chain_stream_k.cu; users see
 // only the declarations below.
 // cusync_jax/kernels.py lists the same tiles (kernel 1).
@@ -15,6 +15,11 @@ namespace cusync_sm90 {
 // 128-wide ones leave a quarter idle (GPT-3 at 256 tokens: 128 tiles, not 96).
 using ChainF16x96 = ChainConfig<cute::half_t, 96, false>;
 using ChainBF16x96 = ChainConfig<cute::bfloat16_t, 96, false>;
+// 128x192 (cooperative, no SwiGLU form): where 192-wide tiles fill the SMs in
+// whole waves and 128-wide ones do not (GPT-3, 256 tokens, second GEMM: 128
+// tiles instead of 192; 512 tokens, first GEMM: 128 instead of 192).
+using ChainF16x192 = ChainConfig<cute::half_t, 192, false>;
+using ChainBF16x192 = ChainConfig<cute::bfloat16_t, 192, false>;
 using ChainF16x128 = ChainConfig<cute::half_t, 128, false>;
 using ChainF16x256 = ChainConfig<cute::half_t, 256, false>;
 using ChainF16x128Swiglu = ChainConfig<cute::half_t, 128, true>;
@@ -67,8 +72,13 @@ using ChainBF16x128SwigluStreamK = ChainConfig<cute::bfloat16_t, 128, true, 1, t
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x96) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x96)
 
+#define CUSYNC_SM90_CHAIN_N192_INSTANCES(EXTERN) \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x192) \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x192)
+
 CUSYNC_SM90_CHAIN_F16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_N96_INSTANCES(extern)
+CUSYNC_SM90_CHAIN_N192_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_BF16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_CLUSTER_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_STREAM_K_INSTANCES(extern)
