@@ -4,7 +4,7 @@ Shapes: the MLP's GEMMs, rows 256..4096 x (N, K) in
   (6144, 12288) GPT-3 first GEMM    (12288, 6144) GPT-3 second GEMM
   (5632, 8192)  LLaMA first GEMM    (8192, 2816)  LLaMA second GEMM
 a [rows, K] @ w [K, N], both row-major. Variants: xla (jnp.dot), and the
-kernel with 128- and 256-column tiles. Times are device time per call
+kernel at each tile width of cusync_jax.gemm.TILE_WIDTHS. Times are device time per call
 (bench/timing.py: chained calls in one jitted loop, variants alternated in
 rounds, medians).
 

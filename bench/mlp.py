@@ -41,6 +41,9 @@ TOKENS = (256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096)
 DTYPES = {"float16": jnp.float16, "bfloat16": jnp.bfloat16}
 # Matrix rate used only to pick how many calls one timed launch chains.
 ESTIMATE_TFLOPS = 300.0
+# Device time of one timed launch: its dispatch and final sync (a few hundred
+# us, not the same for every variant) are spread over the calls it chains.
+TARGET_MS = 3.0
 
 
 def variants(activation: str, orders=()):
@@ -125,11 +128,11 @@ def describe(plan) -> str:
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
-             orders=(), skip=()):
+             orders=(), skip=(), target_ms=TARGET_MS):
     dtype = DTYPES[dtype_name]
     ops = make_inputs(tokens, hidden, ffn, activation, dtype, seed)
     flops = 2 * tokens * hidden * ffn * (2 if activation == "swiglu" else 1) + 2 * tokens * ffn * hidden
-    iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9))
+    iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9), target_ms=target_ms)
     timed, plans = {}, {}
     for impl, kwargs in variants(activation, orders).items():
         if impl in skip:
@@ -241,6 +244,8 @@ def main(argv=None):
     ap.add_argument("--tokens", type=int, nargs="+", default=list(TOKENS))
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant (>= 20)")
+    ap.add_argument("--target-ms", type=float, default=TARGET_MS,
+                    help="device time of one timed launch (more: less of the launch's own cost per call)")
     ap.add_argument("--variants", "--orders", dest="orders", nargs="*", default=[], type=order_arg,
                     help="extra variants to time (serial and fused, both GEMMs), each a tile order "
                          "(row_major, column_major, grouped or grouped:<band rows>) and/or "
@@ -273,7 +278,7 @@ def main(argv=None):
         result = {"commit": commit, "dirty": dirty, "device": device.device_kind,
                   "jax": jax.__version__,
                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "rows": rows}
+                  "target_ms": args.target_ms, "rows": rows}
         out.write_text(json.dumps(result, indent=1) + "\n")
 
     rows = []
@@ -281,7 +286,8 @@ def main(argv=None):
         for model, (hidden, ffn, activation) in models.items():
             for i, tokens in enumerate(args.tokens):
                 case = run_case(model, hidden, ffn, activation, dtype, tokens, args.rounds, seed=i,
-                                device=planner_device, orders=args.orders, skip=set(args.skip))
+                                device=planner_device, orders=args.orders, skip=set(args.skip),
+                                target_ms=args.target_ms)
                 print_case(case)
                 rows.extend(case)
                 write(rows)  # after every case: a run cut short keeps what it measured

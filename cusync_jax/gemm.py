@@ -13,14 +13,14 @@ import numpy as np
 from . import _backend
 from .policies import ORDER_CODES
 
-TILE_WIDTHS = (96, 128, 256)
+TILE_WIDTHS = (96, 128, 192, 256)
 GEMM_ORDERS = ("row_major", "column_major", "grouped")
 
 
 def gemm(a, w, *, tile_n: int = 128, order: str = "grouped", group_rows: int = 8,
          cluster_m: int = 1):
     """``a @ w`` for a: [m, k], w: [k, n], both float16 or both bfloat16
-    (float32 accumulation); tile_n: the kernel's tile width, 96, 128 or 256;
+    (float32 accumulation); tile_n: the kernel's tile width, 96, 128, 192 or 256;
     order, group_rows: the tile order (cusync_jax.plan_mlp explains them);
     cluster_m: 1, or 2 for 2x1 clusters sharing each w tile through TMA
     multicast (tile_n 128 only)."""
