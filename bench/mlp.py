@@ -41,9 +41,11 @@ TOKENS = (256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096)
 DTYPES = {"float16": jnp.float16, "bfloat16": jnp.bfloat16}
 # Matrix rate used only to pick how many calls one timed launch chains.
 ESTIMATE_TFLOPS = 300.0
-# Device time of one timed launch: its dispatch and final sync (a few hundred
-# us, not the same for every variant) are spread over the calls it chains.
-TARGET_MS = 3.0
+# Device time of one timed launch. Its dispatch and final sync (about 250 us
+# on the H200) are spread over the calls it chains: at 3 ms, GPT-3 at 768
+# tokens chained 4 calls and each carried 65 us of it, 15 % of XLA's time,
+# which pulled every ratio towards 1 (bench/logs/h200-mlp-t12-cc2752f.log).
+TARGET_MS = 12.0
 
 
 def variants(activation: str, orders=()):
