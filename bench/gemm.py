@@ -95,7 +95,7 @@ def main(argv=None):
                 a = jax.random.normal(ka, (m, k), jnp.float32).astype(dtype)
                 w = (jax.random.normal(kw, (k, n), jnp.float32) / k ** 0.5).astype(dtype)
                 flops = 2.0 * m * n * k
-                iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9), target_ms=3.0)
+                iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9))
                 carry = jnp.zeros((m, n), dtype)
                 timed = {name: (timing.chained(step_for(fn), iters), (carry, a, w), iters)
                          for name, fn in variants.items()}

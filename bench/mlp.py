@@ -41,11 +41,6 @@ TOKENS = (256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096)
 DTYPES = {"float16": jnp.float16, "bfloat16": jnp.bfloat16}
 # Matrix rate used only to pick how many calls one timed launch chains.
 ESTIMATE_TFLOPS = 300.0
-# Device time of one timed launch. Its dispatch and final sync (about 250 us
-# on the H200) are spread over the calls it chains: at 3 ms, GPT-3 at 768
-# tokens chained 4 calls and each carried 65 us of it, 15 % of XLA's time,
-# which pulled every ratio towards 1 (bench/logs/h200-mlp-t12-cc2752f.log).
-TARGET_MS = 12.0
 
 
 def variants(activation: str, orders=()):
@@ -130,7 +125,7 @@ def describe(plan) -> str:
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
-             orders=(), skip=(), target_ms=TARGET_MS):
+             orders=(), skip=(), target_ms=timing.TARGET_MS):
     dtype = DTYPES[dtype_name]
     ops = make_inputs(tokens, hidden, ffn, activation, dtype, seed)
     flops = 2 * tokens * hidden * ffn * (2 if activation == "swiglu" else 1) + 2 * tokens * ffn * hidden
@@ -246,7 +241,7 @@ def main(argv=None):
     ap.add_argument("--tokens", type=int, nargs="+", default=list(TOKENS))
     ap.add_argument("--dtype", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant (>= 20)")
-    ap.add_argument("--target-ms", type=float, default=TARGET_MS,
+    ap.add_argument("--target-ms", type=float, default=timing.TARGET_MS,
                     help="device time of one timed launch (more: less of the launch's own cost per call)")
     ap.add_argument("--variants", "--orders", dest="orders", nargs="*", default=[], type=order_arg,
                     help="extra variants to time (serial and fused, both GEMMs), each a tile order "
