@@ -111,6 +111,14 @@ def looped(fn, reps: int):
     return loop
 
 
+def reps_for(fn, ops) -> int:
+    """Calls per timed launch so that one launch takes about timing.TARGET_MS
+    (its dispatch and sync, ~250 us, spread thin), from a 10-call probe."""
+    probe = looped(fn, 10)
+    timing.launch_ms(probe, ops)  # compile
+    return timing.iterations_for(min(timing.launch_ms(probe, ops) for _ in range(3)) / 10)
+
+
 def inputs(batch, size, c0, c1, c2, dtype, seed=0):
     ks = jax.random.split(jax.random.key(seed), 5)
     x = jax.random.normal(ks[0], (batch, size, size, c0), jnp.float32)
@@ -151,7 +159,8 @@ def main():
     ap.add_argument("--layers", nargs="+", default=list(LAYERS), choices=list(LAYERS))
     ap.add_argument("--batches", nargs="+", type=int, default=list(BATCHES))
     ap.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"))
-    ap.add_argument("--reps", type=int, default=50, help="op calls inside one jit")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="op calls inside one jit (default: about timing.TARGET_MS of XLA's pair)")
     ap.add_argument("--rounds", type=int, default=20,
                     help="timed launches per variant, variants alternated; the median is kept")
     ap.add_argument("--split-k", action="store_true",
@@ -177,7 +186,8 @@ def main():
         size, c0, c1, c2 = LAYERS[layer]
         for batch in args.batches:
             ops = inputs(batch, size, c0, c1, c2, dtype)
-            ms = timing.alternate({name: (looped(fn, args.reps), ops, args.reps)
+            reps = args.reps or reps_for(impls["xla"], ops)
+            ms = timing.alternate({name: (looped(fn, reps), ops, reps)
                                    for name, fn in impls.items()}, args.rounds)
             fallback = cs.plan_conv_pair(batch, size, size, c0, c1, c2, device=planner_device).fallback
             rows.extend({"layer": layer, "dtype": dtype.name, "batch": batch, "impl": name,

@@ -37,7 +37,7 @@ def test_mlp_bench(tmp_path):
 
 def test_conv_bench(tmp_path):
     out = tmp_path / "conv.json"
-    run_bench("conv.py", "--layers", "resnet-7x7x512", "--batches", "1", "--reps", "1",
+    run_bench("conv.py", "--layers", "resnet-7x7x512", "--batches", "1",  # reps: from a probe
               "--rounds", "1", "--commit", "abc", "--dirty", "0", "--out", str(out))
     rows = json.loads(out.read_text())["rows"]
     assert {r["impl"] for r in rows} >= {"xla", "serial", "Conv2DTileSync-fused", "auto"}
