@@ -154,17 +154,26 @@ STREAM_K_MIN_K_BLOCKS = 96
 STREAM_K_MAX_WAVE_RATIO = 0.9
 # The tile of the Hopper kernel's stream-K instances (ffi/cuda/sm90_chain_stream_k.cu).
 STREAM_K_TILE = TileShape(128, 128, 64)
+# Stream-K's time over its even share of the work (the partial sums' stores and
+# reloads, ranges that start mid-tile): measured 1.07-1.21 where the rule
+# applies (bench/logs/h200-harness-few-5ae6b25.log), so the planner charges 1.15.
+STREAM_K_OVERHEAD = 1.15
+
+
+def stream_k_waves(rows: int, cols: int, sms: int) -> float:
+    """Stream-K's time for rows x cols tiles on `sms` SMs, in whole-tile waves
+    (one CTA per SM; every row of tiles gets whole ranges, cusync/stream_k.h)."""
+    ctas = rows * max(1, sms // rows)
+    return rows * cols / ctas
 
 
 def stream_k_pays(rows: int, cols: int, k_blocks: int, sms: int) -> bool:
     """Whether a GEMM of rows x cols tiles of k_blocks k-blocks should run
     stream-K on `sms` SMs (one CTA each)."""
-    tiles = rows * cols
-    whole_waves = math.ceil(tiles / max(1, sms))
+    whole_waves = math.ceil(rows * cols / max(1, sms))
     if whole_waves < 2 or k_blocks < STREAM_K_MIN_K_BLOCKS:
         return False
-    ctas = rows * max(1, sms // rows)  # whole ranges for every row (cusync/stream_k.h)
-    return tiles / ctas <= STREAM_K_MAX_WAVE_RATIO * whole_waves
+    return stream_k_waves(rows, cols, sms) <= STREAM_K_MAX_WAVE_RATIO * whole_waves
 
 
 def makespan(durations: Sequence[float], slots: int) -> float:
@@ -362,12 +371,14 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     measured table (cusync_jax/tuned) says it won.
 
     stream_k: where the plan runs in serial mode on the Hopper kernel
-    (family 1, cluster_m=1, 128x128x64 tiles), run a GEMM stream-K: its
+    (family 1, cluster_m=1), run a GEMM with 128x128x64 tiles stream-K: its
     k-blocks cut into equal ranges, one per SM, instead of whole tiles
     (cusync/stream_k.h). None or False: neither GEMM; True: both; a
     (producer, consumer) pair of bools; "auto": each GEMM where stream_k_pays
-    says so. Not the default until its current form is measured
-    (bench/NOTES_sm90.md); the measured table may name it.
+    says so, with tiles chosen knowing it (a GEMM may take 128x128 stream-K
+    over wider whole tiles). Opt-in: measured 0.80-0.93x of whole 128x128
+    tiles' time where the rule applies, but 128x192 tiles now win most of
+    those cases (bench/NOTES_sm90.md); the measured table may name it.
     """
     rep = _plan_mlp(tokens, hidden, ffn, out, activation=activation, device=device, tile=tile,
                     policy=policy, mode=mode, optimizations=optimizations, cpu=cpu, dtype=dtype,
@@ -526,8 +537,17 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         per_sm = rep.slots / model.sms
         r1, r2 = (c1.relative_rate, c2.relative_rate) if c1 else (1.0, 1.0)
         if rep.mode == "serial":
-            cost = per_sm * (makespan([t1.m * t1.n * hidden] * rep.tiles1, rep.slots) / r1
-                             + makespan([t2.m * t2.n * ffn] * rep.tiles2, rep.slots) / r2)
+            # stream_k="auto": a GEMM that will run stream-K (_with_stream_k's
+            # rule) is charged its even share of the work instead of whole waves.
+            sk = (stream_k == "auto" and c1 is not None and c1.kernel == 1 and cluster_m == 1)
+            stage_cost = []
+            for t, g, k, n, r in ((t1, rep.grid1, hidden, rep.tiles1, r1), (t2, rep.grid2, ffn, rep.tiles2, r2)):
+                unit = t.m * t.n * k
+                c = makespan([unit] * n, rep.slots)
+                if sk and t == STREAM_K_TILE and stream_k_pays(*g, -(-k // t.k), model.sms):
+                    c = stream_k_waves(*g, model.sms) * unit * STREAM_K_OVERHEAD
+                stage_cost.append(c / r)
+            cost = per_sm * sum(stage_cost)
         else:
             cost = per_sm * rep.makespan_synced / min(r1, r2)
         if best is None or cost < best[0]:
