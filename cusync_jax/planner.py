@@ -541,7 +541,8 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
             # rule) is charged its even share of the work instead of whole waves.
             sk = (stream_k == "auto" and c1 is not None and c1.kernel == 1 and cluster_m == 1)
             stage_cost = []
-            for t, g, k, n, r in ((t1, rep.grid1, hidden, rep.tiles1, r1), (t2, rep.grid2, ffn, rep.tiles2, r2)):
+            for t, g, k, n, r in ((t1, rep.grid1, hidden, rep.tiles1, r1),
+                                  (t2, rep.grid2, ffn, rep.tiles2, r2)):
                 unit = t.m * t.n * k
                 c = makespan([unit] * n, rep.slots)
                 if sk and t == STREAM_K_TILE and stream_k_pays(*g, -(-k // t.k), model.sms):
