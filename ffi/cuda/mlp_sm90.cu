@@ -239,13 +239,13 @@ Error check_plan(const MlpSpec& s) {
   for (int stage = 0; stage < 2; ++stage) {
     const cusync::Stage& st = stage == 0 ? P : C;
     if (!(stage == 0 ? s.stream_k1 : s.stream_k2)) continue;
-    // Stream-K runs on its own 128x128 instances (the others compile without it).
-    if (st.tile_cols != 128 || s.cluster_m != 1 || s.mode != cusync_ffi::Mode::kSerial)
-      return Error::InvalidArgument("cusync_jax: kernel family 1 runs stream-K in serial mode with 128x128x64 "
-                                    "tiles and cluster_m 1; the plan asks for it on " +
+    // Stream-K runs on its own 128x128 instances (the others compile without
+    // it); decode_mlp_spec already kept it to the serial mode.
+    if (st.tile_cols != 128 || s.cluster_m != 1)
+      return Error::InvalidArgument("cusync_jax: kernel family 1 runs stream-K with 128x128x64 tiles and "
+                                    "cluster_m 1; the plan asks for it on " +
                                     tile_text(st, stage == 0 ? s.tile_k1 : s.tile_k2) + ", cluster_m " +
-                                    std::to_string(s.cluster_m) + ", mode " +
-                                    std::to_string(static_cast<int>(s.mode)));
+                                    std::to_string(s.cluster_m));
   }
   // Python sized the semaphores for the [gate | up] tiling (s.producer).
   if (swiglu) {
