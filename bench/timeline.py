@@ -3,12 +3,14 @@
 recorded by CUPTI through torch.profiler inside the JAX process (the GPU
 machine has torch; nothing here is a package dependency).
 
-    python bench/timeline.py TOKENS [MODEL] TRACE.json
+    python bench/timeline.py TOKENS [MODEL] TRACE.json [--iters N]
 
 Prints, per variant, the device time per call, the busy time, each kernel's
-mean duration and the gaps between consecutive events (bench/logs/
-h200-timeline-*.log). Where a variant's per-call time exceeds the sum of its
-kernels, something between them costs (launch gaps, copies).
+mean duration (and its mean over the launch's first and last tenth: a kernel
+that slows down within a long launch is being clocked down) and the gaps
+between consecutive events (bench/logs/h200-timeline-*.log). Where a
+variant's per-call time exceeds the sum of its kernels, something between
+them costs (launch gaps, copies).
 """
 import collections
 import json
@@ -25,7 +27,7 @@ import cusync_jax as cs
 import mlp
 import timing
 
-ITERS = 10
+ITERS = 10  # calls in the profiled launch (--iters)
 VARIANTS = {"xla": None, "serial128": dict(mode="serial", tile=cs.TileShape(128, 128, 64)),
             "serial": dict(mode="serial"), "rowsync_fused": dict(mode="fused", policy=cs.RowSync()),
             "rowsync_streams": dict(mode="streams", policy=cs.RowSync())}
@@ -43,6 +45,10 @@ def launches(events, gap_us=200.0):
 
 
 def main(argv):
+    iters = ITERS
+    if "--iters" in argv:
+        at = argv.index("--iters")
+        iters, argv = int(argv[at + 1]), argv[:at] + argv[at + 2:]
     tokens, model, trace = int(argv[0]), (argv[1] if len(argv) > 2 else "gpt3"), argv[-1]
     hidden, ffn, act = mlp.MODELS[model]
     ops = mlp.make_inputs(tokens, hidden, ffn, act, jnp.float16, 0)
@@ -51,7 +57,7 @@ def main(argv):
         plan = None if kw is None else cs.plan_mlp(tokens, hidden, ffn, activation=act, dtype="float16",
                                                    **kw).plan
         print(name, plan)
-        fns[name] = timing.chained(mlp.step_for(kw, act, plan), ITERS)
+        fns[name] = timing.chained(mlp.step_for(kw, act, plan), iters)
         for _ in range(3):
             jax.block_until_ready(fns[name](*ops))
     torch.cuda.init()
@@ -65,15 +71,19 @@ def main(argv):
     for name, g in zip(fns, launches(events)):
         span = g[-1]["ts"] + g[-1]["dur"] - g[0]["ts"]
         busy = sum(e["dur"] for e in g)
-        print(f"== {name}: {len(g)} events, span {span:.1f} us = {span / ITERS:.1f} us/iter, "
-              f"busy {busy / ITERS:.1f} us/iter")
+        print(f"== {name}: {len(g)} events, span {span:.1f} us = {span / iters:.1f} us/iter, "
+              f"busy {busy / iters:.1f} us/iter")
         per = collections.OrderedDict()
         for e in g:
             per.setdefault(e["name"][:70], []).append(e["dur"])
         for k, d in per.items():
-            print(f"   {len(d):3d} x {sum(d) / len(d):8.2f} us  {k}")
+            tenth = max(1, len(d) // 10)
+            print(f"   {len(d):3d} x {sum(d) / len(d):8.2f} us (first tenth {sum(d[:tenth]) / tenth:.2f}, "
+                  f"last {sum(d[-tenth:]) / tenth:.2f})  {k}")
         gaps = [g[i + 1]["ts"] - (g[i]["ts"] + g[i]["dur"]) for i in range(len(g) - 1)]
         print("   gaps (us) first 12:", " ".join(f"{x:.1f}" for x in gaps[:12]))
+        print(f"   gaps after the first 12: sum {sum(gaps[12:]) / iters:.1f} us/iter, "
+              f"largest {max(gaps[12:], default=0):.1f}")
 
 
 if __name__ == "__main__":
