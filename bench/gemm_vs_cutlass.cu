@@ -225,9 +225,16 @@ int main(int argc, char** argv) {
   // cuBLAS takes 192-wide tiles (bench/NOTES_sm90.md, stop 13).
   using Own192sk = cusync_sm90::ChainConfig<Element, 192, false, 1, true>;
   using Own256sk = cusync_sm90::ChainConfig<Element, 256, false, 1, true>;
+  // The packaged 128x192 (4 stages), and one with a one-box epilogue band
+  // and so a fifth stage.
+  using Own192 = cusync_sm90::ChainConfig<Element, 192, false, 1>;
+  using Own192e1 = cusync_sm90::ChainConfig<Element, 192, false, 1, false, 1>;
+  static_assert(Own192::kStages == 4 && Own192e1::kStages == 5);
   static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
   static OwnGemm<Own128sk> own_streamk;
-  static OwnGemm<Own192sk> own192_column, own192_streamk;
+  static OwnGemm<Own192> own192_column, own192_grouped;
+  static OwnGemm<Own192e1> own192_5st_column;
+  static OwnGemm<Own192sk> own192_streamk;
   static OwnGemm<Own256sk> own256_streamk;
   own_streamk.stream_k = own192_streamk.stream_k = own256_streamk.stream_k = true;
   static OwnGemm<Own96> own96_column;
@@ -245,6 +252,8 @@ int main(int argc, char** argv) {
       own_variant("own128_column", own_column, kColumn, sms),
       own_variant("own128_streamk", own_streamk, kColumn, sms),
       own_variant("own192_column", own192_column, kColumn, sms),
+      own_variant("own192_grouped", own192_grouped, cusync::TileOrder::kGrouped, sms),
+      own_variant("own192_5st_column", own192_5st_column, kColumn, sms),
       own_variant("own192_streamk", own192_streamk, kColumn, sms),
       own_variant("own256_streamk", own256_streamk, kColumn, sms),
       own_variant("own96_column", own96_column, kColumn, sms),
@@ -259,6 +268,8 @@ int main(int argc, char** argv) {
       own_variant("own128_grouped", own_grouped, cusync::TileOrder::kGrouped, sms),
       own_variant("own128_column", own_column, kColumn, sms),
       own_variant("own128_column_memset", own_column_memset, kColumn, sms),
+      own_variant("own192_grouped", own192_grouped, cusync::TileOrder::kGrouped, sms),
+      own_variant("own192_5st_column", own192_5st_column, kColumn, sms),
       cutlass_variant("cutlass_pp128_c1", pp_c1, sms),
       cutlass_variant("cutlass_pp128_c2", pp_c2, sms),
       cutlass_variant("cutlass_pp128_c1_regepi", pp_c1_nosmem, sms),

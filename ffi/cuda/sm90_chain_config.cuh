@@ -44,7 +44,10 @@ using namespace cute;
 // kStreamK: the kernel can also run a stage stream-K (the package builds it
 // for 128x128; the other configurations compile without it, so their code
 // stays as measured).
-template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1, bool kStreamK_ = false>
+// kEpiBoxes: 16x64 boxes each MMA warp stages per epilogue pass (2; 1 halves
+// the epilogue's shared memory, which gives 128x192 a fifth stage).
+template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1, bool kStreamK_ = false,
+          int kEpiBoxes_ = 2>
 struct ChainConfig {
   using Element = Element_;
   static constexpr int kTileM = 128;
@@ -81,9 +84,11 @@ struct ChainConfig {
   static constexpr int kEpiBoxCols = 64;
   using EpiBox = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, make_shape(_16{}, Int<kEpiBoxCols>{})));
   static constexpr int kEpiBoxElems = 16 * kEpiBoxCols;
-  static constexpr int kEpiWarpElems = kTmaStore ? 2 * kEpiBoxElems : 8;
+  static constexpr int kEpiBoxes = kEpiBoxes_;
+  static_assert(kEpiBoxes == 1 || kEpiBoxes == 2, "one or two epilogue boxes a pass");
+  static constexpr int kEpiWarpElems = kTmaStore ? kEpiBoxes * kEpiBoxElems : 8;
   // ... and next to the epilogue's bands and 2 KB of barriers (binds for
-  // 128x192 only: 5 stages of 40 KB leave no room for the bands).
+  // 128x192 with two boxes a pass: 5 stages of 40 KB leave no room for them).
   static constexpr int kStagesFit =
       (227 * 1024 - (kMmaThreads / 32) * kEpiWarpElems * int(sizeof(Element)) - 2048) / kStageBytes;
   static constexpr int kStages = kStagesBudget < kStagesFit ? kStagesBudget : kStagesFit;

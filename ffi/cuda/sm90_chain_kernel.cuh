@@ -472,8 +472,8 @@ __device__ __forceinline__ void store_tile_direct(GemmStage<Cfg> const& g, const
 }
 
 // Through the warp's band in shared memory and TMA: the warp writes its 16
-// rows of up to 128 columns (two swizzled 16x64 boxes), one lane stores the
-// boxes. TMA clips what lies past the output's last row or column. The band
+// rows of up to kEpiBoxes * 64 columns (swizzled 16x64 boxes), one lane
+// stores the boxes. TMA clips what lies past the output's last row or column. The band
 // is rewritten only once the previous boxes have been read out of it.
 template <int kOutGroups, class Cfg, class Accum, class Coords, class Values>
 __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const TileJob& job,
@@ -481,7 +481,7 @@ __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const Ti
                                                Values&& values) {
   using Element = typename Cfg::Element;
   constexpr int kBoxGroups = Cfg::kEpiBoxCols / 8;
-  constexpr int kPassGroups = 2 * kBoxGroups;
+  constexpr int kPassGroups = Cfg::kEpiBoxes * kBoxGroups;
   constexpr int kPasses = (kOutGroups + kPassGroups - 1) / kPassGroups;
   static_assert(kOutGroups % kBoxGroups == 0, "the output tile is whole boxes wide");
   const int lane = threadIdx.x % 32;
@@ -518,12 +518,13 @@ __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const Ti
       __syncwarp();
       if (lane == 0) {
         CUTE_UNROLL
-        for (int box = 0; box < 2; ++box) {
+        for (int box = 0; box < Cfg::kEpiBoxes; ++box) {
           if (box * kBoxGroups >= groups) continue;
           Tensor sO = make_tensor(make_smem_ptr(band + box * Cfg::kEpiBoxElems), typename Cfg::EpiBox{});
           Tensor gO = local_tile(mO, make_shape(_16{}, Int<Cfg::kEpiBoxCols>{}),
                                  make_coord((job.row0 + band_row) / 16,
-                                            (job.col0 + pass * 2 * Cfg::kEpiBoxCols) / Cfg::kEpiBoxCols + box));
+                                            (job.col0 + pass * Cfg::kEpiBoxes * Cfg::kEpiBoxCols) /
+                                                    Cfg::kEpiBoxCols + box));
           auto [tOgO, tOsO] = tma_partition(g.tma_out, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sO),
                                             group_modes<0, 2>(gO));
           copy(g.tma_out, tOsO, tOgO);
