@@ -136,7 +136,12 @@ struct OwnGemm {
     if (stream_k) {
       // Ranges for every SM; the per-tile counts are zeroed on the stream
       // before each launch (in the timed span, as the package does).
-      p.stream_k = cusync::make_stream_k(tiling.grid_rows(), tiling.grid_cols(), (k + Cfg::kTileK - 1) / Cfg::kTileK, sms);
+      // even_split: as many CTAs as whole shares of every tile fit the SMs
+      // (64 tiles on 132 SMs: 128 CTAs, each half a tile: split-K 2).
+      const int tiles = tiling.grid_rows() * tiling.grid_cols();
+      const int ctas = even_split && tiles <= sms ? tiles * (sms / tiles) : sms;
+      p.stream_k = cusync::make_stream_k(tiling.grid_rows(), tiling.grid_cols(), (k + Cfg::kTileK - 1) / Cfg::kTileK,
+                                         ctas);
       p.stream_k_stage = 0;
       p.begin = 0;
       p.end = cusync_sm90::kStreamKDone;
@@ -160,6 +165,7 @@ struct OwnGemm {
   }
   bool memset_in_run = false;
   bool stream_k = false;
+  bool even_split = false;
   int* counts = nullptr;
   float* partials = nullptr;
   size_t partial_capacity = 0;
@@ -234,7 +240,8 @@ int main(int argc, char** argv) {
   static OwnGemm<Own128sk> own_streamk;
   static OwnGemm<Own192> own192_column, own192_grouped;
   static OwnGemm<Own192e1> own192_5st_column;
-  static OwnGemm<Own192sk> own192_streamk;
+  static OwnGemm<Own192sk> own192_streamk, own192_even;
+  own192_even.stream_k = own192_even.even_split = true;
   static OwnGemm<Own256sk> own256_streamk;
   own_streamk.stream_k = own192_streamk.stream_k = own256_streamk.stream_k = true;
   static OwnGemm<Own96> own96_column;
@@ -255,6 +262,7 @@ int main(int argc, char** argv) {
       own_variant("own192_grouped", own192_grouped, cusync::TileOrder::kGrouped, sms),
       own_variant("own192_5st_column", own192_5st_column, kColumn, sms),
       own_variant("own192_streamk", own192_streamk, kColumn, sms),
+      own_variant("own192_even_split", own192_even, kColumn, sms),
       own_variant("own256_streamk", own256_streamk, kColumn, sms),
       own_variant("own96_column", own96_column, kColumn, sms),
       own_variant("own128_c2_column", own128c2_column, kColumn, sms),
