@@ -4,9 +4,11 @@
 // kernel's and how much is the shape's. Built by bench/gemm_vs_cutlass.sh;
 // prints one line per shape and kernel (median ms over alternated rounds) and
 // the largest difference of each output against the first kernel's.
-//   gemm_vs_cutlass [ROUNDS [M N K | few]]
+//   gemm_vs_cutlass [ROUNDS [M N K | few | few-c2]]
 // `few`: the MLP's shapes at 256, 512 and 768 rows, where 128x128 tiles leave
 // SMs idle, with CUTLASS's stream-K and A-multicast GEMMs beside ours.
+// `few-c2`: the same shapes, our 128x192 and 128x128 tiles alone and in 2x1
+// clusters.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -222,7 +224,10 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK(cudaStreamCreate(&stream));
 
-  const bool few = argc == 3 && std::string(argv[2]) == "few";
+  // "few": 256-768 rows; "few-c2": the same rows, 128x192 in 2x1 clusters
+  // beside the plain 128x192 and 128x128 ones (on its own: new, it could hang).
+  const bool few_c2 = argc == 3 && std::string(argv[2]) == "few-c2";
+  const bool few = few_c2 || (argc == 3 && std::string(argv[2]) == "few");
   using Own128 = cusync_sm90::ChainConfig<Element, 128, false, 1>;
   using Own96 = cusync_sm90::ChainConfig<Element, 96, false, 1>;
   using Own128c2 = cusync_sm90::ChainConfig<Element, 128, false, 2>;
@@ -235,11 +240,15 @@ int main(int argc, char** argv) {
   // and so a fifth stage.
   using Own192 = cusync_sm90::ChainConfig<Element, 192, false, 1>;
   using Own192e1 = cusync_sm90::ChainConfig<Element, 192, false, 1, false, 1>;
+  // 2x1 clusters of 128x192 tiles, each CTA loading half of every B stage's
+  // k for both (TMA multicast).
+  using Own192c2 = cusync_sm90::ChainConfig<Element, 192, false, 2>;
   static_assert(Own192::kStages == 4 && Own192e1::kStages == 5);
   static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
   static OwnGemm<Own128sk> own_streamk;
   static OwnGemm<Own192> own192_column, own192_grouped;
   static OwnGemm<Own192e1> own192_5st_column;
+  static OwnGemm<Own192c2> own192_c2_column;
   static OwnGemm<Own192sk> own192_streamk, own192_even;
   own192_even.stream_k = own192_even.even_split = true;
   static OwnGemm<Own256sk> own256_streamk;
@@ -282,7 +291,13 @@ int main(int argc, char** argv) {
       cutlass_variant("cutlass_pp128_c2", pp_c2, sms),
       cutlass_variant("cutlass_pp128_c1_regepi", pp_c1_nosmem, sms),
   };
-  std::vector<Variant>& variants = few ? few_variants : many_variants;
+  std::vector<Variant> c2_variants = {
+      own_variant("own192_column", own192_column, kColumn, sms),
+      own_variant("own192_c2_column", own192_c2_column, kColumn, sms),
+      own_variant("own128_column", own_column, kColumn, sms),
+      own_variant("own128_c2_column", own128c2_column, kColumn, sms),
+  };
+  std::vector<Variant>& variants = few_c2 ? c2_variants : few ? few_variants : many_variants;
   std::printf("own kernel: 128x128x64, %d stages, %d bytes of shared memory\n", Own128::kStages,
               Own128::kSmemBytes);
 

@@ -57,8 +57,8 @@ struct ChainConfig {
   static constexpr int kClusterM = kClusterM_;
   static constexpr bool kStreamK = kStreamK_;
   static_assert(!kStreamK || (kClusterM == 1 && kTileN_ % 64 == 0), "stream-K: 64-column multiples, no clusters");
-  static_assert(kClusterM == 1 || (kClusterM == 2 && kTileN_ == 128 && !kSwiglu_),
-                "2x1 clusters: 128x128 plain tiles only");
+  static_assert(kClusterM == 1 || (kClusterM == 2 && (kTileN_ == 128 || kTileN_ == 192) && !kSwiglu_),
+                "2x1 clusters: 128x128 and 128x192 plain tiles only");
   static_assert(kTileN_ % 64 == 0 || !kSwiglu_, "SwiGLU tiles split into two halves of whole 32-column atoms");
   using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
   static constexpr bool kPingpong = kTileN <= 128;
@@ -122,8 +122,17 @@ struct ChainConfig {
   // producers and clusters load through it (kTileN 128 or 256); elsewhere it
   // only has to be a well-formed type, so a 96- or 192-wide tile takes a whole one.
   using HalfN = Int<(kTileN % 128 == 0) ? kTileN / 2 : kTileN>;
-  using SmemLayoutBHalf = decltype(tile_to_shape(BAtom<HalfN::value>{}, make_shape(HalfN{}, TileK{}),
-                                                 Step<_2, _1>{}));
+  // Clusters of 128x192 tiles split each B stage along k instead (a
+  // 96-column half is not a whole 64-column swizzle atom): a CTA loads k
+  // [0, 32) or [32, 64) of every stage for both. With K-first stacking that
+  // half of each 64-column strip is contiguous; the layout is the stage's own,
+  // cut to half the k.
+  static constexpr bool kClusterSplitK = kClusterM > 1 && kTileN % 128 != 0;
+  using HalfK = Int<kClusterSplitK ? kTileK / 2 : kTileK>;
+  using SmemLayoutBHalfN = decltype(tile_to_shape(BAtom<HalfN::value>{}, make_shape(HalfN{}, TileK{}),
+                                                  Step<_2, _1>{}));
+  using SmemLayoutBHalfK = decltype(composition(take<0, 2>(SmemLayoutB{}), make_layout(make_shape(TileN{}, HalfK{}))));
+  using SmemLayoutBHalf = cute::conditional_t<kClusterSplitK, SmemLayoutBHalfK, SmemLayoutBHalfN>;
 
   using MmaAtom = decltype(SM90::GMMA::ss_op_selector<Element, Element, float,
                                                       Shape<_64, TileN, TileK>, GMMA::Major::K,
@@ -146,9 +155,10 @@ struct ChainConfig {
     auto g = make_tensor(make_gmem_ptr(ptr), make_shape(n, k), make_stride(_1{}, ld));
     return make_tma_copy(SM90_TMA_LOAD{}, g, take<0, 2>(SmemLayoutB{}));
   }
-  // One half (kTileN/2 columns) of a B stage. SwiGLU producer: the gate or
-  // the up columns of w1. Clusters: the half of B that this CTA loads for
-  // both CTAs (multicast; one descriptor serves both halves).
+  // One half (kTileN/2 columns, or half the k with kClusterSplitK) of a B
+  // stage. SwiGLU producer: the gate or the up columns of w1. Clusters: the
+  // half of B that this CTA loads for both CTAs (multicast; one descriptor
+  // serves both halves).
   using HalfOp = cute::conditional_t<(kClusterM > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
   static auto make_tma_b_half(Element const* ptr, int n, int k, int ld) {
     auto g = make_tensor(make_gmem_ptr(ptr), make_shape(n, k), make_stride(_1{}, ld));

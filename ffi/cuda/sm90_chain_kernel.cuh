@@ -362,12 +362,23 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     // half of the stage in both CTAs. A half that starts past the last
     // column feeds only accumulator columns that are never stored: it loads
     // the first half again rather than a box wholly out of bounds.
-    int m_col0 = job.col0 + rank * (Cfg::kTileN / 2);
-    if (m_col0 >= g.n_all) m_col0 = job.col0;
-    Tensor gM = local_tile(domain_offset(make_coord(m_col0, 0), mH), half_nk, make_coord(0, _));
-    Tensor sB_mine = local_tile(sB, half_nks, make_coord(rank, 0, 0));
-    auto [tMgM, tMsM] = tma_partition(g.tma_gate, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_mine),
-                                      group_modes<0, 2>(gM));
+    // kClusterSplitK: k [32 rank, 32 rank + 32) of every stage instead, all columns.
+    auto cluster_half = [&] {
+      if constexpr (Cfg::kClusterSplitK) {
+        const auto khalf_nk = make_shape(typename Cfg::TileN{}, typename Cfg::HalfK{});
+        Tensor gM = local_tile(domain_offset(make_coord(job.col0, 0), mH), khalf_nk, make_coord(0, _));
+        Tensor sB_mine = local_tile(sB, make_shape(typename Cfg::TileN{}, typename Cfg::HalfK{}, typename Cfg::Stages{}),
+                                    make_coord(0, rank, 0));
+        return tma_partition(g.tma_gate, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_mine), group_modes<0, 2>(gM));
+      } else {
+        int m_col0 = job.col0 + rank * (Cfg::kTileN / 2);
+        if (m_col0 >= g.n_all) m_col0 = job.col0;
+        Tensor gM = local_tile(domain_offset(make_coord(m_col0, 0), mH), half_nk, make_coord(0, _));
+        Tensor sB_mine = local_tile(sB, half_nks, make_coord(rank, 0, 0));
+        return tma_partition(g.tma_gate, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB_mine), group_modes<0, 2>(gM));
+      }
+    };
+    auto [tMgM, tMsM] = cluster_half();
 
     const int kb_begin = Cfg::kStreamK ? job.kb0 : 0;
     const int kb_end = Cfg::kStreamK ? job.kb1 : (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
@@ -387,7 +398,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
         // Each full barrier expects the whole B tile: its own half and the
         // peer's, both multicast.
         constexpr uint16_t kBoth = (1u << Cfg::kClusterM) - 1;
-        copy(g.tma_gate.with(*bar, kBoth), tMgM(_, kb), tMsM(_, stage));
+        copy(g.tma_gate.with(*bar, kBoth), tMgM(_, Cfg::kClusterSplitK ? 2 * kb + rank : kb), tMsM(_, stage));
       } else if (gated) {
         copy(g.tma_gate.with(*bar), tGgG(_, kb), tGsG(_, stage));
         copy(g.tma_up.with(*bar), tUgU(_, kb), tUsU(_, stage));
