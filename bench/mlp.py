@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import pathlib
 import sys
 
@@ -194,6 +195,24 @@ def summary(rows):
         if auto:
             text += f"   auto {choice / auto['ms']:5.3f} of best ({auto['plan']})"
         print(f"  {case[0]:<7}{case[1]:<10}{case[2]:>6}  {text}")
+    ratios = best_over_xla(rows)
+    if ratios:
+        geomean = math.exp(sum(math.log(v) for v in ratios.values()) / len(ratios))
+        print(f"best of ours (serial included) over xla: geomean {geomean:.3f}, "
+              f"{sum(v >= 1.0 for v in ratios.values())} of {len(ratios)} cases at or above 1.00")
+
+
+def best_over_xla(rows) -> dict:
+    """(model, dtype, tokens) -> xla's time over the fastest of our rows (any
+    mode, serial included; not auto, which may be XLA itself)."""
+    out = {}
+    for case in sorted({(r["model"], r["dtype"], r["tokens"]) for r in rows}):
+        rs = [r for r in rows if (r["model"], r["dtype"], r["tokens"]) == case]
+        ours = [r["ms"] for r in rs if r["impl"] not in ("xla", "auto")]
+        xla = [r["ms"] for r in rs if r["impl"] == "xla"]
+        if ours and xla:
+            out[case] = xla[0] / min(ours)
+    return out
 
 
 def plot(rows, path: pathlib.Path):
