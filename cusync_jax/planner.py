@@ -412,15 +412,22 @@ def _with_stream_k(rep: MlpPlanReport, stream_k, device, cpu) -> MlpPlanReport:
                          f"{plan.tile2.text}, cluster_m {plan.cluster_m}")
     model, _ = resolve_device(device, cpu or CpuOptions())
     if pair is None:
-        slices = activation_slices(rep.activation)
-        g1 = grid(rep.tokens, rep.ffn, plan.tile1, slices)
-        g2 = grid(rep.tokens, rep.out, plan.tile2)
-        pair = (runs_it[0] and stream_k_pays(*g1, -(-rep.hidden // plan.tile1.k), model.sms),
-                runs_it[1] and stream_k_pays(*g2, -(-rep.ffn // plan.tile2.k), model.sms))
+        pair = _auto_stream_k(rep, model.sms)
         if pair == (False, False):
             return rep
     plan = dataclasses.replace(plan, stream_k=pair, stream_k_ctas=model.sms)
     return dataclasses.replace(rep, plan=plan)
+
+
+def _auto_stream_k(rep: MlpPlanReport, sms: int) -> tuple:
+    """Per GEMM, whether stream_k="auto" runs it stream-K: in serial mode on
+    the Hopper kernel without clusters, with 128x128x64 tiles, where
+    stream_k_pays says so."""
+    plan = rep.plan
+    if not (plan.mode == "serial" and plan.kernel == 1 and plan.cluster_m == 1):
+        return (False, False)
+    return tuple(t == STREAM_K_TILE and stream_k_pays(*g, -(-k // t.k), sms)
+                 for t, g, k in ((plan.tile1, rep.grid1, rep.hidden), (plan.tile2, rep.grid2, rep.ffn)))
 
 
 def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
@@ -537,16 +544,15 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         per_sm = rep.slots / model.sms
         r1, r2 = (c1.relative_rate, c2.relative_rate) if c1 else (1.0, 1.0)
         if rep.mode == "serial":
-            # stream_k="auto": a GEMM that will run stream-K (_with_stream_k's
-            # rule) is charged its even share of the work instead of whole waves.
-            sk = (stream_k == "auto" and c1 is not None and c1.kernel == 1 and cluster_m == 1)
+            # stream_k="auto": a GEMM that will run stream-K is charged its
+            # even share of the work instead of whole waves.
+            sk = _auto_stream_k(rep, model.sms) if stream_k == "auto" else (False, False)
             stage_cost = []
-            for t, g, k, n, r in ((t1, rep.grid1, hidden, rep.tiles1, r1),
-                                  (t2, rep.grid2, ffn, rep.tiles2, r2)):
+            for t, g, k, n, r, on in ((t1, rep.grid1, hidden, rep.tiles1, r1, sk[0]),
+                                      (t2, rep.grid2, ffn, rep.tiles2, r2, sk[1])):
                 unit = t.m * t.n * k
-                c = makespan([unit] * n, rep.slots)
-                if sk and t == STREAM_K_TILE and stream_k_pays(*g, -(-k // t.k), model.sms):
-                    c = stream_k_waves(*g, model.sms) * unit * STREAM_K_OVERHEAD
+                c = (stream_k_waves(*g, model.sms) * unit * STREAM_K_OVERHEAD if on
+                     else makespan([unit] * n, rep.slots))
                 stage_cost.append(c / r)
             cost = per_sm * sum(stage_cost)
         else:
