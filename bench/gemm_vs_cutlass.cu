@@ -5,6 +5,7 @@
 // prints one line per shape and kernel (median ms over alternated rounds) and
 // the largest difference of each output against the first kernel's.
 //   gemm_vs_cutlass [ROUNDS [M N K | few | few-c2]]
+//   gemm_vs_cutlass sustain M N K SECONDS
 // `few`: the MLP's shapes at 256, 512 and 768 rows, where 128x128 tiles leave
 // SMs idle, with CUTLASS's stream-K and A-multicast GEMMs beside ours.
 // `few-c2`: the same shapes, our 128x192 and 128x128 tiles alone and in 2x1
@@ -12,6 +13,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <thread>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -140,15 +144,17 @@ struct OwnGemm {
       // before each launch (in the timed span, as the package does).
       // even_split: as many CTAs as whole shares of every tile fit the SMs
       // (64 tiles on 132 SMs: 128 CTAs, each half a tile: split-K 2).
-      const int tiles = tiling.grid_rows() * tiling.grid_cols();
+      // (2x1 clusters: the lines padded to an even count.)
+      const int lines = cusync::ceil_div(tiling.grid_rows(), Cfg::kClusterM) * Cfg::kClusterM;
+      const int tiles = lines * tiling.grid_cols();
       const int ctas = even_split && tiles <= sms ? tiles * (sms / tiles) : sms;
       p.stream_k = cusync::make_stream_k(tiling.grid_rows(), tiling.grid_cols(), (k + Cfg::kTileK - 1) / Cfg::kTileK,
-                                         ctas);
+                                         ctas, Cfg::kClusterM);
       p.stream_k_stage = 0;
       p.begin = 0;
       p.end = cusync_sm90::kStreamKDone;
       const size_t partial_floats =
-          size_t(p.tiles0) * p.stream_k.max_segments() * Cfg::kTileM * Cfg::kTileN;
+          size_t(p.stream_k.tiles()) * p.stream_k.max_segments() * Cfg::kTileM * Cfg::kTileN;
       if (partial_floats > partial_capacity) {
         if (partials) CHECK(cudaFree(partials));
         if (counts) CHECK(cudaFree(counts));
@@ -215,6 +221,55 @@ Variant cutlass_variant(const char* name, G& gemm, int sms) {
           [&gemm](cudaStream_t s) { gemm.run(s); }};
 }
 
+// Wall-clock time of day, to line phases up with nvidia-smi's samples.
+std::string stamp() {
+  const auto now = std::chrono::system_clock::now();
+  const auto t = std::chrono::system_clock::to_time_t(now);
+  const int ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", std::gmtime(&t));
+  return std::string(buf) + "." + std::to_string(1000 + ms).substr(1);
+}
+
+// Sustained load: each variant launched back to back (batches of 50 between
+// events) for `seconds`, a second of idle between variants. Prints per variant
+// the median and the first and last batch's time per launch.
+int sustain(std::vector<Variant>& variants, int m, int n, int k, double seconds, cudaStream_t stream) {
+  Element *x, *w, *out;
+  CHECK(cudaMalloc(&x, size_t(m) * k * sizeof(Element)));
+  CHECK(cudaMalloc(&w, size_t(k) * n * sizeof(Element)));
+  CHECK(cudaMalloc(&out, size_t(m) * n * sizeof(Element)));
+  fill<<<1024, 256>>>(x, size_t(m) * k, 17);
+  fill<<<1024, 256>>>(w, size_t(k) * n, 91);
+  cudaEvent_t ev[2];
+  CHECK(cudaEventCreate(&ev[0]));
+  CHECK(cudaEventCreate(&ev[1]));
+  for (auto& v : variants) {
+    v.setup(x, w, out, m, n, k);
+    std::vector<float> per;
+    const std::string start = stamp();
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
+      CHECK(cudaEventRecord(ev[0], stream));
+      for (int i = 0; i < 50; ++i) v.run(stream);
+      CHECK(cudaEventRecord(ev[1], stream));
+      CHECK(cudaEventSynchronize(ev[1]));
+      float t;
+      CHECK(cudaEventElapsedTime(&t, ev[0], ev[1]));
+      per.push_back(t / 50);
+    }
+    const std::string end = stamp();
+    std::vector<float> sorted = per;
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("sustain %d %d %d  %-22s %s-%s  median %.4f ms  first %.4f  last %.4f  (%zu batches)\n", m, n, k,
+                v.name.c_str(), start.c_str(), end.c_str(), sorted[sorted.size() / 2], per.front(), per.back(),
+                per.size());
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
   const int iters = 20;
@@ -243,12 +298,21 @@ int main(int argc, char** argv) {
   // 2x1 clusters of 128x192 tiles, each CTA loading half of every B stage's
   // k for both (TMA multicast).
   using Own192c2 = cusync_sm90::ChainConfig<Element, 192, false, 2>;
+  // The same clusters run stream-K: the two CTAs of a cluster take one range
+  // of two adjacent row tiles' lines (192 even split at 256 rows: split-K 2
+  // on 64 clusters, cuBLAS's decomposition of GPT-3's first GEMM there).
+  using Own192c2sk = cusync_sm90::ChainConfig<Element, 192, false, 2, true>;
+  using Own128c2sk = cusync_sm90::ChainConfig<Element, 128, false, 2, true>;
   static_assert(Own192::kStages == 4 && Own192e1::kStages == 5);
   static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
   static OwnGemm<Own128sk> own_streamk;
   static OwnGemm<Own192> own192_column, own192_grouped;
   static OwnGemm<Own192e1> own192_5st_column;
   static OwnGemm<Own192c2> own192_c2_column;
+  static OwnGemm<Own192c2sk> own192_c2_streamk, own192_c2_even;
+  static OwnGemm<Own128c2sk> own128_c2_streamk;
+  own192_c2_streamk.stream_k = own192_c2_even.stream_k = own192_c2_even.even_split = true;
+  own128_c2_streamk.stream_k = true;
   static OwnGemm<Own192sk> own192_streamk, own192_even;
   own192_even.stream_k = own192_even.even_split = true;
   static OwnGemm<Own256sk> own256_streamk;
@@ -294,8 +358,24 @@ int main(int argc, char** argv) {
   std::vector<Variant> c2_variants = {
       own_variant("own192_column", own192_column, kColumn, sms),
       own_variant("own192_c2_column", own192_c2_column, kColumn, sms),
+      own_variant("own192_even_split", own192_even, kColumn, sms),
+      own_variant("own192_c2_even_split", own192_c2_even, kColumn, sms),
+      own_variant("own192_c2_streamk", own192_c2_streamk, kColumn, sms),
       own_variant("own128_column", own_column, kColumn, sms),
       own_variant("own128_c2_column", own128c2_column, kColumn, sms),
+      own_variant("own128_streamk", own_streamk, kColumn, sms),
+      own_variant("own128_c2_streamk", own128_c2_streamk, kColumn, sms),
+  };
+  // (Set up once and launched back to back: each launch zeroes its counter.)
+  static OwnGemm<Own128> own_column_sustain;
+  static OwnGemm<Own192> own192_column_sustain;
+  own_column_sustain.memset_in_run = own192_column_sustain.memset_in_run = true;
+  std::vector<Variant> sustain_variants = {
+      own_variant("own128_column", own_column_sustain, kColumn, sms),
+      own_variant("own192_column", own192_column_sustain, kColumn, sms),
+      own_variant("own192_even_split", own192_even, kColumn, sms),
+      cutlass_variant("cutlass_pp128_c1", pp_c1, sms),
+      own_variant("own128_column", own_column_sustain, kColumn, sms),
   };
   std::vector<Variant>& variants = few_c2 ? c2_variants : few ? few_variants : many_variants;
   std::printf("own kernel: 128x128x64, %d stages, %d bytes of shared memory\n", Own128::kStages,
@@ -306,6 +386,12 @@ int main(int argc, char** argv) {
   std::vector<std::array<int, 3>> shapes = {{1024, 6144, 12288}, {1024, 12288, 6144}, {1024, 5632, 8192},
                                             {1024, 8192, 2816},  {4096, 6144, 12288}, {4096, 12288, 6144},
                                             {4096, 5632, 8192},  {4096, 8192, 2816}};
+  if (argc == 6 && std::string(argv[1]) == "sustain") {
+    // Each variant back to back for SECONDS (nvidia-smi beside it gives the
+    // power and clocks of each phase; the wall-clock stamps align them).
+    const int m = std::atoi(argv[2]), n = std::atoi(argv[3]), k = std::atoi(argv[4]);
+    return sustain(sustain_variants, m, n, k, std::atof(argv[5]), stream);
+  }
   if (argc == 5) shapes = {{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4])}};
   if (few) {
     shapes.clear();

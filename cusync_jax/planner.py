@@ -25,7 +25,7 @@ import os
 from typing import Optional, Sequence
 
 from . import kernels, tuning
-from ._cusync_cpu import stage_schedule
+from ._cusync_cpu import stage_schedule, stream_k_ctas_per_row
 from .activations import activation_slices, check_activation
 from .kernels import TileShape
 from .policies import (MODE_CODES, ORDER_CODES, MODES, Optimizations, Policy, RowSync,
@@ -145,35 +145,38 @@ def grid(rows: int, cols: int, tile: TileShape, slices: int = 1) -> tuple:
 
 # Stream-K pays where whole tiles fill the last wave badly and a tile's
 # k-loop is long enough to carry the partial sums. Measured on the H200
-# (bench/logs/h200-stream-k-*.log; 128x128 tiles, GEMM alone): 0.81-0.94x of
-# the time of whole tiles where whole tiles take two waves or more and
-# stream-K's ranges would take at most 0.9 of them, at K >= 6144; 1.0-1.03x
-# at one wave (256 rows: the 96 tiles already stream the weights at full
-# rate); 1.12-1.32x at K = 2816.
+# (bench/logs/h200-stream-k-*.log, h200-harness-*-stop15.log; GEMM alone):
+# 128x128, 0.81-0.94x of the time of whole tiles where whole tiles take two
+# waves or more and stream-K's ranges would take at most 0.9 of them, at K >=
+# 6144; 1.12-1.32x at K = 2816. Where a row's tiles fit its share of the SMs,
+# each tile is split evenly (cusync/stream_k.h): 64 tiles of 128x192 as 128
+# halves ran in 0.72x of the whole tiles' time (GPT-3's first GEMM at 256
+# tokens), 0.95x of 128x128's whole tiles.
 STREAM_K_MIN_K_BLOCKS = 96
 STREAM_K_MAX_WAVE_RATIO = 0.9
-# The tile of the Hopper kernel's stream-K instances (ffi/cuda/sm90_chain_stream_k.cu).
-STREAM_K_TILE = TileShape(128, 128, 64)
+# The tiles of the Hopper kernel's stream-K instances (ffi/cuda/sm90_chain_stream_k*.cu).
+STREAM_K_TILES = (TileShape(128, 128, 64), TileShape(128, 192, 64))
 # Stream-K's time over its even share of the work (the partial sums' stores and
 # reloads, ranges that start mid-tile): measured 1.07-1.21 where the rule
 # applies (bench/logs/h200-harness-few-5ae6b25.log), so the planner charges 1.15.
 STREAM_K_OVERHEAD = 1.15
 
 
-def stream_k_waves(rows: int, cols: int, sms: int) -> float:
-    """Stream-K's time for rows x cols tiles on `sms` SMs, in whole-tile waves
-    (one CTA per SM; every row of tiles gets whole ranges, cusync/stream_k.h)."""
-    ctas = rows * max(1, sms // rows)
-    return rows * cols / ctas
+def stream_k_waves(rows: int, cols: int, k_blocks: int, sms: int) -> float:
+    """Stream-K's time for rows x cols tiles of k_blocks k-blocks on `sms` SMs,
+    in whole-tile waves: a range's k-blocks over a tile's (one CTA per SM;
+    every row of tiles gets whole ranges, cusync/stream_k.h decides how many)."""
+    per_row = stream_k_ctas_per_row(rows, cols, k_blocks, sms)
+    return math.ceil(cols * k_blocks / per_row) / k_blocks
 
 
 def stream_k_pays(rows: int, cols: int, k_blocks: int, sms: int) -> bool:
     """Whether a GEMM of rows x cols tiles of k_blocks k-blocks should run
     stream-K on `sms` SMs (one CTA each)."""
     whole_waves = math.ceil(rows * cols / max(1, sms))
-    if whole_waves < 2 or k_blocks < STREAM_K_MIN_K_BLOCKS:
+    if k_blocks < STREAM_K_MIN_K_BLOCKS:
         return False
-    return stream_k_waves(rows, cols, sms) <= STREAM_K_MAX_WAVE_RATIO * whole_waves
+    return stream_k_waves(rows, cols, k_blocks, sms) <= STREAM_K_MAX_WAVE_RATIO * whole_waves
 
 
 def makespan(durations: Sequence[float], slots: int) -> float:
@@ -371,14 +374,15 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     measured table (cusync_jax/tuned) says it won.
 
     stream_k: where the plan runs in serial mode on the Hopper kernel
-    (family 1, cluster_m=1), run a GEMM with 128x128x64 tiles stream-K: its
-    k-blocks cut into equal ranges, one per SM, instead of whole tiles
-    (cusync/stream_k.h). None or False: neither GEMM; True: both; a
+    (family 1, cluster_m=1), run a GEMM with 128x128x64 or 128x192x64 tiles
+    stream-K: its k-blocks cut into equal ranges, one per SM, instead of
+    whole tiles, each tile split evenly where a row's tiles fit its share of
+    the SMs (cusync/stream_k.h). None or False: neither GEMM; True: both; a
     (producer, consumer) pair of bools; "auto": each GEMM where stream_k_pays
-    says so, with tiles chosen knowing it (a GEMM may take 128x128 stream-K
-    over wider whole tiles). Opt-in: measured 0.80-0.93x of whole 128x128
-    tiles' time where the rule applies, but 128x192 tiles now win most of
-    those cases (bench/NOTES_sm90.md); the measured table may name it.
+    says so, with tiles chosen knowing it (a GEMM may take stream-K over
+    wider whole tiles). Opt-in: measured 0.72-0.93x of whole tiles' time
+    where the rule applies (bench/NOTES_sm90.md); the measured table may
+    name it.
     """
     rep = _plan_mlp(tokens, hidden, ffn, out, activation=activation, device=device, tile=tile,
                     policy=policy, mode=mode, optimizations=optimizations, cpu=cpu, dtype=dtype,
@@ -399,15 +403,16 @@ def _with_stream_k(rep: MlpPlanReport, stream_k, device, cpu) -> MlpPlanReport:
         raise ValueError(f"stream_k: expected None, 'auto', a bool or a (producer, consumer) pair of "
                          f"bools, got {stream_k!r}")
     plan = rep.plan
-    # Per GEMM: stream-K runs in serial mode on the Hopper kernel's instances
-    # of one tile, without clusters.
+    # Per GEMM: stream-K runs in serial mode on the Hopper kernel's stream-K
+    # instances, without clusters.
     serial = plan.mode == "serial" and plan.kernel == 1 and plan.cluster_m == 1
-    runs_it = tuple(serial and t == STREAM_K_TILE for t in (plan.tile1, plan.tile2))
+    runs_it = tuple(serial and t in STREAM_K_TILES for t in (plan.tile1, plan.tile2))
     if plan.fallback or (pair is None and not any(runs_it)) or pair == (False, False):
         return rep
     if pair is not None and any(on and not ok for on, ok in zip(pair, runs_it)):
         raise ValueError(f"stream_k={stream_k!r}: stream-K runs in serial mode on the Hopper kernel "
-                         f"(family 1) with {STREAM_K_TILE.text} tiles and no clusters; the plan runs "
+                         f"(family 1) with {' or '.join(t.text for t in STREAM_K_TILES)} tiles and no "
+                         f"clusters; the plan runs "
                          f"mode {plan.mode!r}, kernel {plan.kernel}, tiles {plan.tile1.text} and "
                          f"{plan.tile2.text}, cluster_m {plan.cluster_m}")
     model, _ = resolve_device(device, cpu or CpuOptions())
@@ -421,12 +426,12 @@ def _with_stream_k(rep: MlpPlanReport, stream_k, device, cpu) -> MlpPlanReport:
 
 def _auto_stream_k(rep: MlpPlanReport, sms: int) -> tuple:
     """Per GEMM, whether stream_k="auto" runs it stream-K: in serial mode on
-    the Hopper kernel without clusters, with 128x128x64 tiles, where
+    the Hopper kernel without clusters, with a stream-K tile, where
     stream_k_pays says so."""
     plan = rep.plan
     if not (plan.mode == "serial" and plan.kernel == 1 and plan.cluster_m == 1):
         return (False, False)
-    return tuple(t == STREAM_K_TILE and stream_k_pays(*g, -(-k // t.k), sms)
+    return tuple(t in STREAM_K_TILES and stream_k_pays(*g, -(-k // t.k), sms)
                  for t, g, k in ((plan.tile1, rep.grid1, rep.hidden), (plan.tile2, rep.grid2, rep.ffn)))
 
 
@@ -551,7 +556,7 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
             for t, g, k, n, r, on in ((t1, rep.grid1, hidden, rep.tiles1, r1, sk[0]),
                                       (t2, rep.grid2, ffn, rep.tiles2, r2, sk[1])):
                 unit = t.m * t.n * k
-                c = (stream_k_waves(*g, model.sms) * unit * STREAM_K_OVERHEAD if on
+                c = (stream_k_waves(*g, -(-k // t.k), model.sms) * unit * STREAM_K_OVERHEAD if on
                      else makespan([unit] * n, rep.slots))
                 stage_cost.append(c / r)
             cost = per_sm * sum(stage_cost)

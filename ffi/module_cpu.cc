@@ -71,12 +71,16 @@ NB_MODULE(_cusync_cpu, m) {
       "int32 words of a synced-MLP call's sync buffer (cusync/sync_layout.h, common/mlp_spec.h): the "
       "semaphores, and with stream-K the tile counts and fp32 partial sums.");
 
+  m.def("stream_k_ctas_per_row", &cusync::stream_k_ctas_per_row, nb::arg("rows"), nb::arg("cols"),
+        nb::arg("k_blocks"), nb::arg("ctas"),
+        "CTA ranges per row of tiles of a stage run stream-K on `ctas` CTAs (cusync/stream_k.h).");
+
   m.def(
       "stream_k_schedule",
-      [](int rows, int cols, int k_blocks, int ctas) {
+      [](int rows, int cols, int k_blocks, int ctas, int cluster_rows) {
         // Each CTA's segments in the order it runs them, walked as the kernel's
         // loader walks them.
-        const cusync::StreamK sk = cusync::make_stream_k(rows, cols, k_blocks, ctas);
+        const cusync::StreamK sk = cusync::make_stream_k(rows, cols, k_blocks, ctas, cluster_rows);
         std::vector<std::vector<std::tuple<int, int, int, int, int, int>>> out(sk.ctas());
         for (int c = 0; c < sk.ctas(); ++c) {
           const int end = sk.cta_end(c);
@@ -88,9 +92,9 @@ NB_MODULE(_cusync_cpu, m) {
         }
         return std::make_pair(sk.max_segments(), out);
       },
-      nb::arg("rows"), nb::arg("cols"), nb::arg("k_blocks"), nb::arg("ctas"),
+      nb::arg("rows"), nb::arg("cols"), nb::arg("k_blocks"), nb::arg("ctas"), nb::arg("cluster_rows") = 1,
       "(max_segments, per CTA its segments (row, col, kb0, kb1, slot, count)) of a stage run stream-K "
-      "(cusync/stream_k.h).");
+      "(cusync/stream_k.h); cluster_rows 2: the lines padded for 2x1 clusters.");
 
   m.def(
       "split_layout_words",

@@ -133,10 +133,15 @@ def test_conv_dependency_includes_the_halo_within_an_image():
     (1, 8, 5, 40),
     (5, 7, 13, 132),     # 132 ranges do not divide among 5 rows: 26 each
     (200, 2, 4, 132),    # more rows than CTAs: one range per row
+    (2, 32, 192, 132),   # 128x192 tiles there: 66 CTAs a row, each tile split in two (64)
+    (3, 7, 13, 132),     # 44 CTAs a row: 6 ranges a tile (42)
 ])
 def test_stream_k_schedule_covers_every_k_block_once_rows_in_step(rows, cols, k_blocks, ctas):
     max_segments, per_cta = core.stream_k_schedule(rows, cols, k_blocks, ctas)
-    per_row = max(1, min(ctas // rows, cols * k_blocks))
+    per_row = ctas // rows
+    if per_row >= cols:
+        per_row = cols * (per_row // cols)  # an even split of every tile
+    per_row = max(1, min(per_row, cols * k_blocks))
     assert len(per_cta) == rows * per_row
     done = {}
     by_tile = {}
@@ -165,3 +170,18 @@ def test_stream_k_schedule_covers_every_k_block_once_rows_in_step(rows, cols, k_
     for j in range(per_row):
         shapes = {tuple((col, kb0, kb1) for _, col, kb0, kb1, _, _ in per_cta[j * rows + r]) for r in range(rows)}
         assert len(shapes) == 1
+
+
+@pytest.mark.parametrize("rows,cols,k_blocks,ctas", [(2, 32, 192, 132), (3, 5, 40, 132), (6, 48, 192, 132)])
+def test_stream_k_lines_padded_for_clusters_pair_adjacent_rows(rows, cols, k_blocks, ctas):
+    # 2x1 clusters: CTAs 2i and 2i + 1 run the same range of lines 2r and
+    # 2r + 1; an odd row count gets a padded line whose tiles lie past the last row.
+    _, per_cta = core.stream_k_schedule(rows, cols, k_blocks, ctas, cluster_rows=2)
+    lines = rows + rows % 2
+    assert len(per_cta) % 2 == 0 and len(per_cta) <= ctas
+    for c in range(0, len(per_cta), 2):
+        a, b = per_cta[c], per_cta[c + 1]
+        assert a and [s[0] for s in a] == [c % lines] * len(a) and [s[0] for s in b] == [c % lines + 1] * len(b)
+        assert [s[1:] for s in a] == [s[1:] for s in b]
+    real = {(s[0], s[1], kb) for segs in per_cta for s in segs for kb in range(s[2], s[3]) if s[0] < rows}
+    assert len(real) == rows * cols * k_blocks

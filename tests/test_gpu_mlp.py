@@ -289,17 +289,35 @@ def test_stream_k_matches_reference(activation, shape):
         assert rel_err(y, want) < TOL[jnp.bfloat16], stream_k
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(256, 4096, 768, 392), (1000, 2048, 1024, 392), (77, 392, 264, 1000)],
+                         ids=["even-split", "long-k", "ragged-k"])
+def test_stream_k_128x192_matches_reference(shape, dtype):
+    # 128x192 stream-K (cooperative). Even split: each 192-column row of 4
+    # tiles fits its 66 CTAs, so every tile is cut into 16 equal ranges of 4
+    # k-blocks (cusync/stream_k.h); long k: ranges across tile boundaries.
+    tokens, hidden, ffn, out = shape
+    ops = mlp_inputs(59, tokens, hidden, ffn, out, dtype)
+    want = reference(ops, "gelu")
+    for stream_k in ((True, True), (True, False), (False, True)):
+        y = run(ops, "gelu", tile=(128, 192, 64), mode="serial", stream_k=stream_k)
+        assert rel_err(y, want) < TOL[dtype], stream_k
+    y = run(ops, "gelu", tile=((128, 192, 64), (128, 128, 64)), mode="serial", stream_k=(True, True))
+    assert rel_err(y, want) < TOL[dtype]
+
+
 def test_stream_k_in_a_loop_of_calls():
     # Counts are zeroed every call, partial sums rewritten, and a tile's
     # segments are summed in one order whichever finishes last: a long loop
     # of stream-K calls gives the same bits every time.
     x, w1, w2, b1, b2 = mlp_inputs(53, 768, 1024, 2048, 1024, jnp.float16)
-    f = lambda v: cs.synced_mlp(v, w1, w2, b1=b1, b2=b2, mode="serial", tile=(128, 128, 64), stream_k=True)
-    once = jax.jit(f)(x)
-    assert rel_err(once, reference((x, w1, w2, b1, b2), "gelu")) < TOL[jnp.float16]
-    # (x + 0 * u: each call depends on the carry, so XLA cannot hoist it.)
-    many = jax.jit(lambda v: jax.lax.fori_loop(0, 50, lambda _, u: f(x + 0 * u), v))(x)
-    np.testing.assert_array_equal(np.asarray(many), np.asarray(once))
+    for tile in ((128, 128, 64), (128, 192, 64)):
+        f = lambda v: cs.synced_mlp(v, w1, w2, b1=b1, b2=b2, mode="serial", tile=tile, stream_k=True)
+        once = jax.jit(f)(x)
+        assert rel_err(once, reference((x, w1, w2, b1, b2), "gelu")) < TOL[jnp.float16]
+        # (x + 0 * u: each call depends on the carry, so XLA cannot hoist it.)
+        many = jax.jit(lambda v: jax.lax.fori_loop(0, 50, lambda _, u: f(x + 0 * u), v))(x)
+        np.testing.assert_array_equal(np.asarray(many), np.asarray(once))
 
 
 def test_donated_inputs():

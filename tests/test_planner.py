@@ -2,6 +2,8 @@
 import pytest
 
 import cusync_jax as cs
+from cusync_jax import _cusync_cpu as core
+from cusync_jax import planner
 from cusync_jax.planner import makespan
 
 
@@ -149,7 +151,7 @@ def test_stream_k_explicit_and_refused_where_it_cannot_run():
     plan = cs.plan_mlp(4096, 1024, 4096, device="h200", mode="serial", tile=(128, 128, 64),
                        stream_k=(True, False)).plan
     assert plan.stream_k == (True, False)
-    with pytest.raises(ValueError, match="with 128x128x64 tiles"):
+    with pytest.raises(ValueError, match="with 128x128x64 or 128x192x64 tiles"):
         cs.plan_mlp(4096, 1024, 4096, device="h200", mode="serial", tile=(128, 256, 64), stream_k=True)
     assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(128, 128, 64),
                        stream_k=False).plan.stream_k == (False, False)
@@ -191,14 +193,36 @@ def test_each_gemm_takes_the_tile_that_fills_the_sms():
 
 
 def test_stream_k_runs_on_the_gemm_with_its_tile():
-    t128, t192 = cs.TileShape(128, 128, 64), cs.TileShape(128, 192, 64)
+    t128, t192, t256 = cs.TileShape(128, 128, 64), cs.TileShape(128, 192, 64), cs.TileShape(128, 256, 64)
     plan = cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(t128, t192),
                        stream_k="auto").plan
     assert plan.stream_k == (True, False)
     assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(t128, t192),
+                       stream_k=True).plan.stream_k == (True, True)
+    assert cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(t128, t256),
                        stream_k=(True, False)).plan.stream_k == (True, False)
-    with pytest.raises(ValueError, match="with 128x128x64 tiles"):
-        cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(t128, t192), stream_k=True)
+    with pytest.raises(ValueError, match="with 128x128x64 or 128x192x64 tiles"):
+        cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(t128, t256), stream_k=True)
+
+
+def test_stream_k_splits_tiles_evenly_where_a_row_fits_its_share():
+    # GPT-3's first GEMM at 256 tokens in 128x192 tiles: 2 rows of 32 tiles
+    # on 132 SMs. Each row's 66 CTAs take 64 ranges, two per tile (split-K 2
+    # on 128 CTAs), not 66 ranges that straddle tiles.
+    assert core.stream_k_ctas_per_row(2, 32, 192, 132) == 64
+    assert planner.stream_k_waves(2, 32, 192, 132) == 0.5
+    # A row with more tiles than its share keeps one range per CTA.
+    assert core.stream_k_ctas_per_row(2, 96, 96, 132) == 66
+    # 128x128 there: 48 tiles a row, one range each, so whole tiles (no gain).
+    assert core.stream_k_ctas_per_row(2, 48, 192, 132) == 48
+    assert not planner.stream_k_pays(2, 48, 192, 132)
+    assert planner.stream_k_pays(2, 32, 192, 132)
+    # stream_k="auto" takes it for GPT-3's producer at 256 tokens: half tiles
+    # of 128x192 on 128 SMs beat whole 128x128 tiles on 96.
+    plan = cs.plan_mlp(256, 12288, 6144, device="h200", mode="serial", stream_k="auto").plan
+    assert (plan.tile1.n, plan.stream_k[0]) == (192, True)
+    _, per_cta = core.stream_k_schedule(2, 32, 192, 132)
+    assert len(per_cta) == 128 and all(len(segs) == 1 and segs[0][3] - segs[0][2] == 96 for segs in per_cta)
 
 
 def test_stream_k_auto_weighs_a_stream_k_gemm_against_wider_tiles():

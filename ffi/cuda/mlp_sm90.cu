@@ -179,6 +179,7 @@ Error launch_fused(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream, c
 template <class F>
 Error with_config(bool bf16, int n, bool swiglu, int cluster_m, bool stream_k, F&& f) {
   if (stream_k) {
+    if (n == 192) return bf16 ? f(ChainBF16x192StreamK{}) : f(ChainF16x192StreamK{});
     if (bf16) return swiglu ? f(ChainBF16x128SwigluStreamK{}) : f(ChainBF16x128StreamK{});
     return swiglu ? f(ChainF16x128SwigluStreamK{}) : f(ChainF16x128StreamK{});
   }
@@ -239,11 +240,11 @@ Error check_plan(const MlpSpec& s) {
   for (int stage = 0; stage < 2; ++stage) {
     const cusync::Stage& st = stage == 0 ? P : C;
     if (!(stage == 0 ? s.stream_k1 : s.stream_k2)) continue;
-    // Stream-K runs on its own 128x128 instances (the others compile without
-    // it); decode_mlp_spec already kept it to the serial mode.
-    if (st.tile_cols != 128 || s.cluster_m != 1)
-      return Error::InvalidArgument("cusync_jax: kernel family 1 runs stream-K with 128x128x64 tiles and "
-                                    "cluster_m 1; the plan asks for it on " +
+    // Stream-K runs on its own 128x128 and 128x192 instances (the others
+    // compile without it); decode_mlp_spec already kept it to the serial mode.
+    if ((st.tile_cols != 128 && st.tile_cols != 192) || s.cluster_m != 1)
+      return Error::InvalidArgument("cusync_jax: kernel family 1 runs stream-K with 128x128x64 or 128x192x64 "
+                                    "tiles and cluster_m 1; the plan asks for it on " +
                                     tile_text(st, stage == 0 ? s.tile_k1 : s.tile_k2) + ", cluster_m " +
                                     std::to_string(s.cluster_m));
   }

@@ -43,7 +43,8 @@ using namespace cute;
 // the shared B tile with TMA multicast to both (128x128 plain only).
 // kStreamK: the kernel can also run a stage stream-K (the package builds it
 // for 128x128; the other configurations compile without it, so their code
-// stays as measured).
+// stays as measured). With 2x1 clusters the two CTAs of a cluster run the
+// same range of two adjacent lines (row tiles), sharing each B k-block.
 // kEpiBoxes: 16x64 boxes each MMA warp stages per epilogue pass (2; 1 halves
 // the epilogue's shared memory, which gives 128x192 a fifth stage).
 template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1, bool kStreamK_ = false,
@@ -56,7 +57,7 @@ struct ChainConfig {
   static constexpr bool kSwiglu = kSwiglu_;
   static constexpr int kClusterM = kClusterM_;
   static constexpr bool kStreamK = kStreamK_;
-  static_assert(!kStreamK || (kClusterM == 1 && kTileN_ % 64 == 0), "stream-K: 64-column multiples, no clusters");
+  static_assert(!kStreamK || kTileN_ % 64 == 0, "stream-K: 64-column multiples");
   static_assert(kClusterM == 1 || (kClusterM == 2 && (kTileN_ == 128 || kTileN_ == 192) && !kSwiglu_),
                 "2x1 clusters: 128x128 and 128x192 plain tiles only");
   static_assert(kTileN_ % 64 == 0 || !kSwiglu_, "SwiGLU tiles split into two halves of whole 32-column atoms");
@@ -191,14 +192,13 @@ struct ChainConfig {
   // each to the peer's mailbox (st.async, which completes the peer's
   // sched_full); the peer frees a slot by arriving on the leader's sched_empty.
   static constexpr int kSchedSlots = 2;
-  struct SharedStorageCluster : SharedStorageOne {
+  using SharedStorageBase = cute::conditional_t<kStreamK, SharedStorageStreamK, SharedStorageOne>;
+  struct SharedStorageCluster : SharedStorageBase {
     uint64_t sched_full[kSchedSlots];   // mbarriers (cutlass::arch::ClusterBarrier's static API)
     uint64_t sched_empty[kSchedSlots];
     int sched_slot[kSchedSlots];
   };
-  using SharedStorage =
-      cute::conditional_t<(kClusterM > 1), SharedStorageCluster,
-                          cute::conditional_t<kStreamK, SharedStorageStreamK, SharedStorageOne>>;
+  using SharedStorage = cute::conditional_t<(kClusterM > 1), SharedStorageCluster, SharedStorageBase>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block on sm_90");
 };

@@ -2,7 +2,7 @@
 // instantiated once, in sm90_chain_f16.cu or sm90_chain_bf16.cu (two files so
 // a two-core build compiles them side by side), the 128x96 ones in
 // sm90_chain_n96.cu, the 128x192 ones in sm90_chain_n192.cu, the 2x1-cluster ones in sm90_chain_cluster.cu, the
-// stream-K ones in sm90_chain_stream_k.cu; users see
+// stream-K ones in sm90_chain_stream_k.cu (128x192: sm90_chain_stream_k192.cu); users see
 // only the declarations below.
 // cusync_jax/kernels.py lists the same tiles (kernel 1).
 #pragma once
@@ -31,11 +31,13 @@ using ChainBF16x256Swiglu = ChainConfig<cute::bfloat16_t, 256, true>;
 // Opt-in (cluster_m = 2): 2x1 clusters sharing B through TMA multicast.
 using ChainF16x128Cluster2 = ChainConfig<cute::half_t, 128, false, 2>;
 using ChainBF16x128Cluster2 = ChainConfig<cute::bfloat16_t, 128, false, 2>;
-// Opt-in (stream_k): 128x128 tiles that can also run a stage stream-K.
+// Opt-in (stream_k): 128x128 and 128x192 tiles that can also run a stage stream-K.
 using ChainF16x128StreamK = ChainConfig<cute::half_t, 128, false, 1, true>;
 using ChainBF16x128StreamK = ChainConfig<cute::bfloat16_t, 128, false, 1, true>;
 using ChainF16x128SwigluStreamK = ChainConfig<cute::half_t, 128, true, 1, true>;
 using ChainBF16x128SwigluStreamK = ChainConfig<cute::bfloat16_t, 128, true, 1, true>;
+using ChainF16x192StreamK = ChainConfig<cute::half_t, 192, false, 1, true>;
+using ChainBF16x192StreamK = ChainConfig<cute::bfloat16_t, 192, false, 1, true>;
 
 #define CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, Cfg) \
   EXTERN template cudaError_t launch_chain<Cfg>(const ChainParams<Cfg>&, int, cudaStream_t);
@@ -68,6 +70,10 @@ using ChainBF16x128SwigluStreamK = ChainConfig<cute::bfloat16_t, 128, true, 1, t
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x128SwigluStreamK) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x128SwigluStreamK)
 
+#define CUSYNC_SM90_CHAIN_STREAM_K192_INSTANCES(EXTERN)  \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x192StreamK) \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x192StreamK)
+
 #define CUSYNC_SM90_CHAIN_N96_INSTANCES(EXTERN) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x96) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x96)
@@ -82,5 +88,6 @@ CUSYNC_SM90_CHAIN_N192_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_BF16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_CLUSTER_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_STREAM_K_INSTANCES(extern)
+CUSYNC_SM90_CHAIN_STREAM_K192_INSTANCES(extern)
 
 }  // namespace cusync_sm90

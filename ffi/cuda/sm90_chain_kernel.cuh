@@ -32,6 +32,10 @@
 // own range of the stage's k-blocks, segment by segment, and the loader
 // publishes each segment's first unit as the position. The other
 // configurations compile none of it (their code is what it was without it).
+// With 2x1 clusters the lines are padded to an even count and CTA c runs line
+// c % lines, so the two CTAs of a cluster run the same range of lines 2r and
+// 2r + 1: the same columns and k-blocks, B multicast as for whole tiles. No
+// mailbox is needed (neither takes positions from the counter).
 //
 // 2x1 clusters (Cfg::kClusterM == 2): a position is a pair of row tiles
 // (2r, 2r+1) of one column tile; (r, col) is the stage's order applied to a
@@ -789,9 +793,12 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     warpgroup_fence_operand(accum);
     if (k_tiles == 0) clear(accum);
 
-    // Stream-K: a tile cut between CTAs is stored by its last segment only.
+    // Stream-K: a tile cut between CTAs is stored by its last segment only;
+    // a padded line's tile (clusters) neither counts nor stores.
     if constexpr (Cfg::kStreamK) {
-      if (job.segments > 1 && !finish_stream_k_segment(p, job, accum, tile_thread, group, smem)) continue;
+      if (job.segments > 1 &&
+          (job.row0 >= job.row1 || !finish_stream_k_segment(p, job, accum, tile_thread, group, smem)))
+        continue;
     }
 
     store_tile(p, job, accum, coords, smem.epi.data() + (mma_thread / 32) * Cfg::kEpiWarpElems);

@@ -138,6 +138,15 @@ cudaError_t launch_chain(const ChainParams<Cfg>& p, int sm_count, cudaStream_t s
     const int clusters = max_active_clusters<Cfg>(sm_count);
     if (clusters < 1) return cudaErrorInvalidConfiguration;
     config.gridDim = dim3(Cfg::kClusterM * std::min(clusters, work), 1, 1);
+    if constexpr (Cfg::kStreamK) {
+      // Stream-K: one CTA per range of every (padded) line; a cluster's CTAs
+      // take adjacent lines of one range. No CTA waits for another, so the
+      // grid may exceed what is resident at once.
+      if (p.stream_k.ctas_per_row > 0) {
+        if (p.stream_k.rows % Cfg::kClusterM != 0) return cudaErrorInvalidValue;
+        config.gridDim = dim3(p.stream_k.ctas(), 1, 1);
+      }
+    }
     e = cudaLaunchKernelEx(&config, kernel, p);
     if (e != cudaSuccess) return e;
     return cudaGetLastError();

@@ -78,15 +78,25 @@ struct StreamK {
 };
 
 // CTA ranges per row of tiles for a budget of `ctas` CTAs: as many as fit
-// whole for every row, at least one, at most one per unit.
+// whole for every row, at least one, at most one per unit. Where a row's
+// tiles fit its share, every tile gets the same whole number of ranges (an
+// even split-K: 64 tiles of 128x192 on 132 SMs run as 128 half tiles): ranges
+// that straddle tiles made 128x192 at GPT-3's first GEMM at 256 tokens 1.10x
+// slower than the even split (bench/NOTES_sm90.md, stop 15).
 CUSYNC_HD int stream_k_ctas_per_row(int rows, int cols, int k_blocks, int ctas) {
-  const int per_row = rows > 0 ? ctas / rows : 0;
+  int per_row = rows > 0 ? ctas / rows : 0;
+  if (cols > 0 && per_row >= cols) per_row = cols * (per_row / cols);
   const int units = cols * k_blocks;
   return per_row < 1 ? 1 : (per_row < units ? per_row : units);
 }
 
-CUSYNC_HD StreamK make_stream_k(int rows, int cols, int k_blocks, int ctas) {
-  return StreamK{rows, cols, k_blocks, stream_k_ctas_per_row(rows, cols, k_blocks, ctas)};
+// cluster_rows > 1 (2x1 clusters): the lines are padded to a multiple of it,
+// so the CTAs of a cluster (consecutive CTAs, lines r and r + 1 of one range)
+// run the same columns and k-blocks of adjacent row tiles and share B. A
+// padded line's tiles lie past the last row: they load but store nothing.
+CUSYNC_HD StreamK make_stream_k(int rows, int cols, int k_blocks, int ctas, int cluster_rows = 1) {
+  const int lines = cluster_rows > 1 ? ceil_div(rows, cluster_rows) * cluster_rows : rows;
+  return StreamK{lines, cols, k_blocks, stream_k_ctas_per_row(lines, cols, k_blocks, ctas)};
 }
 
 }  // namespace cusync
