@@ -3,7 +3,7 @@
 recorded by CUPTI through torch.profiler inside the JAX process (the GPU
 machine has torch; nothing here is a package dependency).
 
-    python bench/timeline.py TOKENS [MODEL] TRACE.json [--iters N]
+    python bench/timeline.py TOKENS [MODEL] TRACE.json [--iters N] [--heat SECONDS]
 
 Prints, per variant, the device time per call, the busy time, each kernel's
 mean duration (and its mean over the launch's first and last tenth: a kernel
@@ -11,8 +11,14 @@ that slows down within a long launch is being clocked down) and the gaps
 between consecutive events (bench/logs/h200-timeline-*.log). Where a
 variant's per-call time exceeds the sum of its kernels, something between
 them costs (launch gaps, copies).
+
+--heat SECONDS: before its profiled launch each variant runs back to back for
+SECONDS, so the launch sees the clocks of sustained load (the H200 holds its
+700 W cap by lowering clocks within a fraction of a second, as in
+bench/mlp.py's rounds), not those of a GPU that idled while the program compiled.
 """
 import collections
+import time
 import json
 import os
 import sys
@@ -34,22 +40,22 @@ VARIANTS = {"xla": None, "serial128": dict(mode="serial", tile=cs.TileShape(128,
             "rowsync_streams": dict(mode="streams", policy=cs.RowSync())}
 
 
-def launches(events, gap_us=200.0):
-    """Device events split into launches: a pause longer than gap_us starts the next."""
-    groups, cur = [], []
-    for e in sorted(events, key=lambda e: e["ts"]):
-        if cur and e["ts"] - (cur[-1]["ts"] + cur[-1]["dur"]) > gap_us:
-            groups.append(cur)
-            cur = []
-        cur.append(e)
-    return groups + [cur]
+def short_name(name: str) -> str:
+    """A kernel's name, the chain kernel's cut to its configuration (tile
+    width, SwiGLU, cluster, stream-K), so each GEMM's kernel has a line."""
+    if "ChainConfig<" in name:
+        return "chain_kernel_sm90<" + name.split("ChainConfig<", 1)[1].split(">", 1)[0] + ">"
+    return name[:70]
 
 
 def main(argv):
-    iters = ITERS
+    iters, heat = ITERS, 0.0
     if "--iters" in argv:
         at = argv.index("--iters")
         iters, argv = int(argv[at + 1]), argv[:at] + argv[at + 2:]
+    if "--heat" in argv:
+        at = argv.index("--heat")
+        heat, argv = float(argv[at + 1]), argv[:at] + argv[at + 2:]
     tokens, model, trace = int(argv[0]), (argv[1] if len(argv) > 2 else "gpt3"), argv[-1]
     hidden, ffn, act = mlp.MODELS[model]
     ops = mlp.make_inputs(tokens, hidden, ffn, act, jnp.float16, 0)
@@ -62,21 +68,26 @@ def main(argv):
         for _ in range(3):
             jax.block_until_ready(fns[name](*ops))
     torch.cuda.init()
-    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-        for f in fns.values():
+    per_variant = []
+    for f in fns.values():
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < heat:
+            jax.block_until_ready(f(*ops))
+        with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
             torch.cuda.synchronize()
             jax.block_until_ready(f(*ops))
-    prof.export_chrome_trace(trace)
-    events = [e for e in json.load(open(trace))["traceEvents"]
-              if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
-    for name, g in zip(fns, launches(events)):
+        prof.export_chrome_trace(trace)
+        per_variant.append(sorted((e for e in json.load(open(trace))["traceEvents"]
+                                   if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")),
+                                  key=lambda e: e["ts"]))
+    for name, g in zip(fns, per_variant):
         span = g[-1]["ts"] + g[-1]["dur"] - g[0]["ts"]
         busy = sum(e["dur"] for e in g)
         print(f"== {name}: {len(g)} events, span {span:.1f} us = {span / iters:.1f} us/iter, "
               f"busy {busy / iters:.1f} us/iter")
         per = collections.OrderedDict()
         for e in g:
-            per.setdefault(e["name"][:70], []).append(e["dur"])
+            per.setdefault(short_name(e["name"]), []).append(e["dur"])
         for k, d in per.items():
             tenth = max(1, len(d) // 10)
             print(f"   {len(d):3d} x {sum(d) / len(d):8.2f} us (first tenth {sum(d[:tenth]) / tenth:.2f}, "
