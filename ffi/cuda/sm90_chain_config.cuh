@@ -42,7 +42,7 @@ using namespace cute;
 // vertically adjacent row tiles of one column tile, and each loads half of
 // the shared B tile with TMA multicast to both (128x128 plain only).
 // kStreamK: the kernel can also run a stage stream-K (the package builds it
-// for 128x128; the other configurations compile without it, so their code
+// for 128x128 and 128x192; the other configurations compile without it, so their code
 // stays as measured). With 2x1 clusters the two CTAs of a cluster run the
 // same range of two adjacent lines (row tiles), sharing each B k-block.
 // kEpiBoxes: 16x64 boxes each MMA warp stages per epilogue pass (2; 1 halves
