@@ -140,16 +140,13 @@ struct OwnGemm {
     // times what the zeroing adds.
     if (!memset_in_run) CHECK(cudaMemset(counter, 0, sizeof(int)));
     if (stream_k) {
-      // Ranges for every SM; the per-tile counts are zeroed on the stream
-      // before each launch (in the timed span, as the package does).
-      // even_split: as many CTAs as whole shares of every tile fit the SMs
-      // (64 tiles on 132 SMs: 128 CTAs, each half a tile: split-K 2).
-      // (2x1 clusters: the lines padded to an even count.)
-      const int lines = cusync::ceil_div(tiling.grid_rows(), Cfg::kClusterM) * Cfg::kClusterM;
-      const int tiles = lines * tiling.grid_cols();
-      const int ctas = even_split && tiles <= sms ? tiles * (sms / tiles) : sms;
+      // Ranges for every SM, as the package cuts them (cusync/stream_k.h:
+      // an even split of every tile where a row's tiles fit its share, so 64
+      // tiles on 132 SMs run as 128 halves; 2x1 clusters pad the lines to an
+      // even count); the per-tile counts are zeroed on the stream before each
+      // launch (in the timed span, as the package does).
       p.stream_k = cusync::make_stream_k(tiling.grid_rows(), tiling.grid_cols(), (k + Cfg::kTileK - 1) / Cfg::kTileK,
-                                         ctas, Cfg::kClusterM);
+                                         sms, Cfg::kClusterM);
       p.stream_k_stage = 0;
       p.begin = 0;
       p.end = cusync_sm90::kStreamKDone;
@@ -173,7 +170,6 @@ struct OwnGemm {
   }
   bool memset_in_run = false;
   bool stream_k = false;
-  bool even_split = false;
   int* counts = nullptr;
   float* partials = nullptr;
   size_t partial_capacity = 0;
@@ -309,12 +305,11 @@ int main(int argc, char** argv) {
   static OwnGemm<Own192> own192_column, own192_grouped;
   static OwnGemm<Own192e1> own192_5st_column;
   static OwnGemm<Own192c2> own192_c2_column;
-  static OwnGemm<Own192c2sk> own192_c2_streamk, own192_c2_even;
+  static OwnGemm<Own192c2sk> own192_c2_streamk;
   static OwnGemm<Own128c2sk> own128_c2_streamk;
-  own192_c2_streamk.stream_k = own192_c2_even.stream_k = own192_c2_even.even_split = true;
+  own192_c2_streamk.stream_k = true;
   own128_c2_streamk.stream_k = true;
-  static OwnGemm<Own192sk> own192_streamk, own192_even;
-  own192_even.stream_k = own192_even.even_split = true;
+  static OwnGemm<Own192sk> own192_streamk;
   static OwnGemm<Own256sk> own256_streamk;
   own_streamk.stream_k = own192_streamk.stream_k = own256_streamk.stream_k = true;
   static OwnGemm<Own96> own96_column;
@@ -335,7 +330,6 @@ int main(int argc, char** argv) {
       own_variant("own192_grouped", own192_grouped, cusync::TileOrder::kGrouped, sms),
       own_variant("own192_5st_column", own192_5st_column, kColumn, sms),
       own_variant("own192_streamk", own192_streamk, kColumn, sms),
-      own_variant("own192_even_split", own192_even, kColumn, sms),
       own_variant("own256_streamk", own256_streamk, kColumn, sms),
       own_variant("own96_column", own96_column, kColumn, sms),
       own_variant("own128_c2_column", own128c2_column, kColumn, sms),
@@ -358,8 +352,7 @@ int main(int argc, char** argv) {
   std::vector<Variant> c2_variants = {
       own_variant("own192_column", own192_column, kColumn, sms),
       own_variant("own192_c2_column", own192_c2_column, kColumn, sms),
-      own_variant("own192_even_split", own192_even, kColumn, sms),
-      own_variant("own192_c2_even_split", own192_c2_even, kColumn, sms),
+      own_variant("own192_streamk", own192_streamk, kColumn, sms),
       own_variant("own192_c2_streamk", own192_c2_streamk, kColumn, sms),
       own_variant("own128_column", own_column, kColumn, sms),
       own_variant("own128_c2_column", own128c2_column, kColumn, sms),
@@ -373,7 +366,7 @@ int main(int argc, char** argv) {
   std::vector<Variant> sustain_variants = {
       own_variant("own128_column", own_column_sustain, kColumn, sms),
       own_variant("own192_column", own192_column_sustain, kColumn, sms),
-      own_variant("own192_even_split", own192_even, kColumn, sms),
+      own_variant("own192_streamk", own192_streamk, kColumn, sms),
       cutlass_variant("cutlass_pp128_c1", pp_c1, sms),
       own_variant("own128_column", own_column_sustain, kColumn, sms),
   };

@@ -5,6 +5,8 @@ machine has torch; nothing here is a package dependency).
 
     python bench/timeline.py TOKENS [MODEL] TRACE.json [--iters N] [--heat SECONDS]
 
+(one trace per variant: TRACE-<variant>.json)
+
 Prints, per variant, the device time per call, the busy time, each kernel's
 mean duration (and its mean over the launch's first and last tenth: a kernel
 that slows down within a long launch is being clocked down) and the gaps
@@ -69,15 +71,16 @@ def main(argv):
             jax.block_until_ready(fns[name](*ops))
     torch.cuda.init()
     per_variant = []
-    for f in fns.values():
+    for name, f in fns.items():
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < heat:
             jax.block_until_ready(f(*ops))
         with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
             torch.cuda.synchronize()
             jax.block_until_ready(f(*ops))
-        prof.export_chrome_trace(trace)
-        per_variant.append(sorted((e for e in json.load(open(trace))["traceEvents"]
+        path = trace.replace(".json", f"-{name}.json") if trace.endswith(".json") else f"{trace}-{name}"
+        prof.export_chrome_trace(path)
+        per_variant.append(sorted((e for e in json.load(open(path))["traceEvents"]
                                    if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")),
                                   key=lambda e: e["ts"]))
     for name, g in zip(fns, per_variant):

@@ -48,6 +48,9 @@ class KernelConfig:
     default_order: str = "row_major"
     # Whether the configuration has a SwiGLU form (gate and up in one tile).
     swiglu: bool = True
+    # Whether the family also compiled it to run a GEMM stream-K (serial
+    # mode, no clusters; cusync/stream_k.h).
+    stream_k: bool = False
 
     def runs_on(self, arch: int) -> bool:
         return self.min_arch <= arch <= self.max_arch
@@ -79,7 +82,7 @@ CUDA_CONFIGS = (
     # RowSync beats StridedSync. The grouped order runs the GEMMs 4-13 % faster
     # than row-major in stream order at every size but LLaMA's 4096 (-1 %).
     KernelConfig(1, TileShape(128, 128, 64), 1, "sm90_128x128x64", min_arch=90, max_arch=90,
-                 relative_rate=0.85, swiglu_strided=False, default_order="grouped"),
+                 relative_rate=0.85, swiglu_strided=False, default_order="grouped", stream_k=True),
     KernelConfig(1, TileShape(128, 256, 64), 1, "sm90_128x256x64", min_arch=90, max_arch=90,
                  relative_rate=0.85, swiglu_strided=False, default_order="grouped"),
     # 128x96 (pingpong, no SwiGLU form): at few tokens 96-wide tiles fill the
@@ -97,9 +100,11 @@ CUDA_CONFIGS = (
     # (bench/logs/h200-harness-few-5ae6b25.log): 1.31x of 128x128 at GPT-3's
     # second GEMM at 256 rows (128 tiles against 192), 1.32x at its first
     # GEMM at 512 rows, 1.34x at LLaMA's first at 512; at a full wave its rate
-    # per SM is 128x128's or a little above, so the same rate.
+    # per SM is 128x128's or a little above, so the same rate. Stream-K splits
+    # its 64 tiles at GPT-3's first GEMM at 256 tokens in halves on 128 SMs.
     KernelConfig(1, TileShape(128, 192, 64), 1, "sm90_128x192x64", min_arch=90, max_arch=90,
-                 relative_rate=0.85, swiglu_strided=False, default_order="grouped", swiglu=False),
+                 relative_rate=0.85, swiglu_strided=False, default_order="grouped", swiglu=False,
+                 stream_k=True),
 )
 
 

@@ -155,7 +155,7 @@ def grid(rows: int, cols: int, tile: TileShape, slices: int = 1) -> tuple:
 STREAM_K_MIN_K_BLOCKS = 96
 STREAM_K_MAX_WAVE_RATIO = 0.9
 # The tiles of the Hopper kernel's stream-K instances (ffi/cuda/sm90_chain_stream_k*.cu).
-STREAM_K_TILES = (TileShape(128, 128, 64), TileShape(128, 192, 64))
+STREAM_K_TILES = tuple(c.tile for c in kernels.CUDA_CONFIGS if c.kernel == 1 and c.stream_k)
 # Stream-K's time over its even share of the work (the partial sums' stores and
 # reloads, ranges that start mid-tile): measured 1.07-1.21 where the rule
 # applies (bench/logs/h200-harness-few-5ae6b25.log), so the planner charges 1.15.
