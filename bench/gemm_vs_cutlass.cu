@@ -6,6 +6,7 @@
 // the largest difference of each output against the first kernel's.
 //   gemm_vs_cutlass [ROUNDS [M N K | few | few-c2]]
 //   gemm_vs_cutlass sustain M N K SECONDS
+//   gemm_vs_cutlass phases M N K   (built with -DCUSYNC_SM90_PHASE_TIMES)
 // `few`: the MLP's shapes at 256, 512 and 768 rows, where 128x128 tiles leave
 // SMs idle, with CUTLASS's stream-K and A-multicast GEMMs beside ours.
 // `few-c2`: the same shapes, our 128x192 and 128x128 tiles alone and in 2x1
@@ -266,6 +267,75 @@ int sustain(std::vector<Variant>& variants, int m, int n, int k, double seconds,
   return 0;
 }
 
+#ifdef CUSYNC_SM90_PHASE_TIMES
+// `phases M N K` (built with -DCUSYNC_SM90_PHASE_TIMES): per CTA, the cycles
+// of its first tile's phases from the kernel's stamps, entry -> first
+// position -> first TMA issued -> first data landed -> mainloop end ->
+// epilogue issued -> stores written. Printed as the median [10th, 90th
+// percentile] over the CTAs that ran a tile, for a launch after an idle GPU
+// (as the timed rounds launch) and for the last of 5 back-to-back launches.
+template <class G>
+void phases_of(const char* name, G& gemm, int m, int n, int k, int sms, cusync::TileOrder order, cudaStream_t stream,
+               const Element* x, const Element* w, Element* out) {
+  constexpr int kSlots = cusync_sm90::kPhaseSlots;
+  const int ctas = sms;
+  long long* buf;
+  CHECK(cudaMalloc(&buf, sizeof(long long) * kSlots * ctas));
+  CHECK(cudaMemcpyToSymbol(cusync_sm90::g_phase_times, &buf, sizeof(buf)));
+  const int k_blocks = (k + 63) / 64;
+  for (int back_to_back : {0, 1}) {
+    gemm.setup(x, w, out, m, n, k, sms, order, 8);
+    for (int i = 0; i < 3; ++i) gemm.run(stream);
+    CHECK(cudaStreamSynchronize(stream));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(cudaMemset(buf, 0, sizeof(long long) * kSlots * ctas));
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < (back_to_back ? 5 : 1); ++i) {
+      gemm.setup(x, w, out, m, n, k, sms, order, 8);  // zeroes the counter
+      gemm.run(stream);
+    }
+    CHECK(cudaStreamSynchronize(stream));
+    std::vector<long long> h(size_t(kSlots) * ctas);
+    CHECK(cudaMemcpy(h.data(), buf, sizeof(long long) * h.size(), cudaMemcpyDeviceToHost));
+    // Deltas per CTA that ran a tile (slot 4 set).
+    // (The epilogue's two inner stamps are of a CTA's last tile: read them
+    // where each CTA runs one tile.)
+    constexpr int kDeltas = 9;
+    const char* labels[kDeltas] = {"position", "first TMA", "first data", "mainloop", "epi 1st pass",
+                                   "epi last pass", "epilogue", "to exit", "entry..exit"};
+    const int from[kDeltas] = {0, 0, 0, 4, 5, 5, 5, 6, 0}, to[kDeltas] = {1, 2, 4, 5, 10, 11, 6, 7, 7};
+    std::vector<std::vector<double>> d(kDeltas);
+    long long g0 = -1, g1 = -1, e0 = -1, e1 = -1;
+    int ran = 0;
+    for (int c = 0; c < ctas; ++c) {
+      const long long* t = h.data() + size_t(c) * kSlots;
+      if (t[4] == 0 || t[5] == 0) continue;
+      ++ran;
+      for (int i = 0; i < kDeltas; ++i) d[i].push_back(double(t[to[i]] - t[from[i]]));
+      if (g0 < 0 || t[8] < g0) g0 = t[8];
+      if (t[9] > g1) g1 = t[9];
+      if (e0 < 0 || t[8] > e0) e0 = t[8];
+      if (e1 < 0 || t[9] < e1) e1 = t[9];
+    }
+    std::printf("phases %d %d %d  %-18s %s  %d CTAs ran a tile; span %.1f us (entries within %.1f us, "
+                "first exit at %.1f us)\n", m, n, k, name, back_to_back ? "back-to-back" : "after idle  ", ran,
+                (g1 - g0) * 1e-3, (e0 - g0) * 1e-3, (e1 - g0) * 1e-3);
+    for (int i = 0; i < kDeltas; ++i) {
+      auto& v = d[i];
+      if (v.empty()) continue;
+      std::sort(v.begin(), v.end());
+      const double med = v[v.size() / 2];
+      std::printf("    %-13s %8.0f cycles [%8.0f, %8.0f]\n", labels[i], med, v[v.size() / 10], v[v.size() * 9 / 10]);
+      if (i == 3) std::printf("    %-13s %8.1f cycles a k-block (%d k-blocks of the first tile)\n", "", med / k_blocks, k_blocks);
+    }
+    std::fflush(stdout);
+  }
+  long long* none = nullptr;
+  CHECK(cudaMemcpyToSymbol(cusync_sm90::g_phase_times, &none, sizeof(none)));
+  CHECK(cudaFree(buf));
+}
+#endif
+
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
   const int iters = 20;
@@ -385,6 +455,21 @@ int main(int argc, char** argv) {
     const int m = std::atoi(argv[2]), n = std::atoi(argv[3]), k = std::atoi(argv[4]);
     return sustain(sustain_variants, m, n, k, std::atof(argv[5]), stream);
   }
+#ifdef CUSYNC_SM90_PHASE_TIMES
+  if (argc == 5 && std::string(argv[1]) == "phases") {
+    const int m = std::atoi(argv[2]), n = std::atoi(argv[3]), k = std::atoi(argv[4]);
+    Element *x, *w, *out;
+    CHECK(cudaMalloc(&x, size_t(m) * k * sizeof(Element)));
+    CHECK(cudaMalloc(&w, size_t(k) * n * sizeof(Element)));
+    CHECK(cudaMalloc(&out, size_t(m) * n * sizeof(Element)));
+    fill<<<1024, 256>>>(x, size_t(m) * k, 17);
+    fill<<<1024, 256>>>(w, size_t(k) * n, 91);
+    phases_of("own128_column", own_column, m, n, k, sms, kColumn, stream, x, w, out);
+    phases_of("own192_column", own192_column, m, n, k, sms, kColumn, stream, x, w, out);
+    phases_of("own192_5st_column", own192_5st_column, m, n, k, sms, kColumn, stream, x, w, out);
+    return 0;
+  }
+#endif
   if (argc == 5) shapes = {{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4])}};
   if (few) {
     shapes.clear();

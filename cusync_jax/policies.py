@@ -99,16 +99,22 @@ class Optimizations:
     reorder_tile_loads:   load the consumer's B tile before waiting on A (R).
     release_store_posts:  post with a release store where a semaphore has one poster.
     hardware_block_order: take tiles in blockIdx order instead of the stage's order.
+    overlap_launches:     serial mode on Hopper: the consumer GEMM is launched as a
+                          programmatic dependent of the producer, so its CTAs start,
+                          and load their first B k-blocks, as the producer's CTAs exit;
+                          A is read only once the producer has completed.
     """
 
     avoid_wait_kernel: bool = True
     reorder_tile_loads: bool = True
     release_store_posts: bool = True
     hardware_block_order: bool = False
+    overlap_launches: bool = True
 
     def bits(self) -> int:
         return (int(self.avoid_wait_kernel) | int(self.reorder_tile_loads) << 1
-                | int(self.release_store_posts) << 2 | int(self.hardware_block_order) << 3)
+                | int(self.release_store_posts) << 2 | int(self.hardware_block_order) << 3
+                | int(self.overlap_launches) << 4)
 
 
 MODES = ("fused", "streams", "serial")

@@ -320,6 +320,31 @@ def test_stream_k_in_a_loop_of_calls():
         np.testing.assert_array_equal(np.asarray(many), np.asarray(once))
 
 
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_overlapped_launches_read_the_finished_producer(activation):
+    # Serial mode launches the consumer as a programmatic dependent of the
+    # producer: its CTAs start, and load B, while producer CTAs still run.
+    # 88 producer tiles leave SMs idle, so consumer CTAs start at once; the
+    # consumer must still read every h tile only once the producer is done.
+    # Bitwise equal to the same plan launched plainly, in a loop of calls
+    # (each call's producer rewrites h), and whole tiles beside stream-K.
+    ops = mlp_inputs(61, 256, 1024, 2816, 1024, jnp.float16, swiglu=activation == "swiglu")
+    x, w1, w2, b1, b2 = ops
+    want = reference(ops, activation)
+    for stream_k in ((False, False), (False, True)):
+        outs = []
+        for overlap in (True, False):
+            opt = cs.Optimizations(overlap_launches=overlap)
+            f = lambda v: cs.synced_mlp(v, w1, w2, b1=b1, b2=b2, activation=activation, mode="serial",
+                                        tile=(128, 128, 64), stream_k=stream_k, optimizations=opt)
+            once = jax.jit(f)(x)
+            assert rel_err(once, want) < TOL[jnp.float16], (overlap, stream_k)
+            many = jax.jit(lambda v: jax.lax.fori_loop(0, 30, lambda i, u: f(x + 0 * u), v))(x)
+            np.testing.assert_array_equal(np.asarray(many), np.asarray(once))
+            outs.append(np.asarray(once))
+        np.testing.assert_array_equal(outs[0], outs[1])
+
+
 def test_donated_inputs():
     ops = mlp_inputs(37, 256, 512, 768, 512, jnp.bfloat16)
     want = reference(ops, "gelu")

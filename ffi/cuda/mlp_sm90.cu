@@ -137,6 +137,8 @@ Error launch_stage(const MlpSpec& s, const MlpBuffers& b, int stage, bool synced
   p.counter = b.sync + (stage == 0 ? cusync::kProducerCounter : cusync::kConsumerCounter);
   p.producer_posts = p.consumer_waits = synced;
   if (synced && stage == 0) p.started = b.sync + cusync::kProducerStarted;
+  // Serial mode: the consumer right behind the producer in stream order.
+  p.wait_prior_grid = stage == 1 && !synced && cusync::has(s.optimizations, cusync::kOverlapLaunches);
   if constexpr (Cfg::kStreamK) {
     // Stream-K where the plan asks for it (the dispatch takes a stream-K
     // configuration only then).

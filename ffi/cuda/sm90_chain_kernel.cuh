@@ -94,6 +94,11 @@ struct ChainParams {
   bool consumer_waits;  // fused and streams: stage-1 tiles wait on stage-0 posts
   bool producer_posts;  // stage-0 tiles post when stored
   bool release_store;   // single-poster semaphores: post with a release store
+  // Launched as a programmatic dependent of the previous kernel in its stream
+  // (serial mode's consumer behind its producer): the loader waits for that
+  // grid's completion before its first A load (launch_chain sets the launch
+  // attribute).
+  bool wait_prior_grid;
   // Stream-K (Cfg::kStreamK only): on where stream_k.ctas_per_row > 0 (then
   // begin = 0, end = kStreamKDone, and the launch has stream_k.ctas() CTAs).
   cusync::StreamK stream_k;
@@ -222,6 +227,38 @@ __device__ __forceinline__ void mma_warpgroups_sync(int threads) {
   asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
 }
 
+// Phase stamps of each CTA's first tile, for the harness's `phases` mode
+// (bench/gemm_vs_cutlass.cu, built with -DCUSYNC_SM90_PHASE_TIMES): where a
+// launch's cycles go between entry, the first TMA data, the mainloop's end
+// and the epilogue's. The package compiles none of it.
+#ifdef CUSYNC_SM90_PHASE_TIMES
+constexpr int kPhaseSlots = 12;
+__device__ long long* g_phase_times;  // [gridDim.x][kPhaseSlots], or null
+__device__ __forceinline__ void phase_stamp(int slot) {
+  if (g_phase_times != nullptr) g_phase_times[blockIdx.x * kPhaseSlots + slot] = clock64();
+}
+__device__ __forceinline__ void phase_stamp_global(int slot) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  if (g_phase_times != nullptr) g_phase_times[blockIdx.x * kPhaseSlots + slot] = (long long)t;
+}
+#define CUSYNC_PHASE(slot, cond) \
+  do {                           \
+    if (cond) phase_stamp(slot); \
+  } while (0)
+#define CUSYNC_PHASE_GLOBAL(slot, cond) \
+  do {                                  \
+    if (cond) phase_stamp_global(slot); \
+  } while (0)
+#else
+#define CUSYNC_PHASE(slot, cond) \
+  do {                           \
+  } while (0)
+#define CUSYNC_PHASE_GLOBAL(slot, cond) \
+  do {                                  \
+  } while (0)
+#endif
+
 // Spins until every semaphore the policy names for this A k-block has its
 // count. `ready` remembers the last two satisfied semaphores: consecutive
 // k-blocks usually read the same producer tiles, and a satisfied semaphore
@@ -287,6 +324,11 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   auto write = cutlass::make_producer_start_state<typename Cfg::LoadPipeline>();
   auto tile_write = cutlass::make_producer_start_state<typename Cfg::TilePipeline>();
   if (p.started != nullptr) atomicExch(p.started, 1);
+  // wait_prior_grid: this launch may run before the previous kernel in its
+  // stream has finished (programmatic dependent launch); A may be that
+  // kernel's output, so the first A load waits for its completion. B, the
+  // counter and the semaphores are not written by it.
+  bool prior_grid_done = !p.wait_prior_grid;
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});
   Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});
@@ -329,6 +371,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
         mail_phase ^= 1;
       }
     }
+    CUSYNC_PHASE(1, tile_write.count() == 0);
     tile_pipeline.producer_acquire(tile_write);
     smem.tile_slot[tile_write.index()] = pos;
     tile_pipeline.producer_commit(tile_write);
@@ -394,10 +437,8 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     const bool probe = CUSYNC_SM90_TILESYNC_PROBE && waits && p.policy.kind == cusync::PolicyKind::kTileSync &&
                        prow == (job.row1 - 1) / P.tile_rows;
     int ready_col = 0;
-    for (int kb = kb_begin; kb < kb_end; ++kb) {
-      pipeline.producer_acquire(write);
-      auto* bar = pipeline.producer_get_barrier(write);
-      const int stage = write.index();
+    // B of k-block kb into a stage (its barrier expects A's bytes too).
+    auto load_b = [&](int kb, int stage, uint64_t* bar) {
       if constexpr (Cfg::kClusterM > 1) {
         // Each full barrier expects the whole B tile: its own half and the
         // peer's, both multicast.
@@ -409,6 +450,29 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       } else {
         copy(g.tma_b.with(*bar), tBgB(_, kb), tBsB(_, stage));
       }
+    };
+    int kb = kb_begin;
+    if (!prior_grid_done) {
+      // B of the first stages while the previous kernel finishes (B is not
+      // its output), then A once it has completed.
+      const int ahead = min(kb_end - kb_begin, Cfg::kStages);
+      auto w = write;
+      for (int i = 0; i < ahead; ++i, ++w) {
+        pipeline.producer_acquire(w);
+        load_b(kb + i, w.index(), pipeline.producer_get_barrier(w));
+      }
+      asm volatile("griddepcontrol.wait;" ::: "memory");
+      fence_async_proxy_global();  // its stores, before our TMA reads
+      prior_grid_done = true;
+      for (int i = 0; i < ahead; ++i, ++write)
+        copy(g.tma_a.with(*pipeline.producer_get_barrier(write)), tAgA(_, kb + i), tAsA(_, write.index()));
+      kb += ahead;
+    }
+    for (; kb < kb_end; ++kb) {
+      pipeline.producer_acquire(write);
+      auto* bar = pipeline.producer_get_barrier(write);
+      const int stage = write.index();
+      load_b(kb, stage, bar);
       if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
         const int k0 = kb * Cfg::kTileK;
         const int k1 = p.policy.waits_once_per_tile() ? g.k : min(g.k, k0 + Cfg::kTileK);
@@ -431,8 +495,10 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
         }
       }
       copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
+      CUSYNC_PHASE(2, write.count() == 0);
       ++write;
     }
+    CUSYNC_PHASE(3, tile_write.count() == 1);
   }
   // Clusters: wait until both CTAs' MMA warpgroups have freed every stage,
   // so no consumer arrival from the peer is still on its way here.
@@ -516,6 +582,7 @@ __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const Ti
       const int groups = pass + 1 < kPasses ? kPassGroups : kLastGroups;
       if (lane == 0) tma_store_wait<0>();
       __syncwarp();
+      CUSYNC_PHASE(11, threadIdx.x == Cfg::kLoadThreads && m + 1 == accum_atoms_m<Accum>() && pass + 1 == kPasses);
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         CUTE_UNROLL
@@ -545,6 +612,7 @@ __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const Ti
           copy(g.tma_out, tOsO, tOgO);
         }
         tma_store_arrive();
+        CUSYNC_PHASE(10, threadIdx.x == Cfg::kLoadThreads && m == 0 && pass == 0);
       }
     }
   }
@@ -766,8 +834,10 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     auto release = read;
     tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
     warpgroup_fence_operand(accum);
+    [[maybe_unused]] const bool first_tile = mma_thread == 0 && read.count() == 0;
     for (int kb = 0; kb < k_tiles; ++kb) {
       pipeline.consumer_wait(read);
+      CUSYNC_PHASE(4, first_tile && kb == 0);
       warpgroup_arrive();
       CUTE_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
@@ -792,6 +862,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     }
     warpgroup_fence_operand(accum);
     if (k_tiles == 0) clear(accum);
+    CUSYNC_PHASE(5, first_tile);
 
     // Stream-K: a tile cut between CTAs is stored by its last segment only;
     // a padded line's tile (clusters) neither counts nor stores.
@@ -802,6 +873,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     }
 
     store_tile(p, job, accum, coords, smem.epi.data() + (mma_thread / 32) * Cfg::kEpiWarpElems);
+    CUSYNC_PHASE(6, first_tile);
 
     // Clusters: an empty peer tile stored nothing and posts nothing.
     const bool active = Cfg::kClusterM == 1 || job.row0 < job.row1;
@@ -820,6 +892,8 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     }
   }
   if (Cfg::kTmaStore && mma_thread % 32 == 0) wait_tma_stores_written();
+  CUSYNC_PHASE(7, mma_thread == 0);
+  CUSYNC_PHASE_GLOBAL(9, mma_thread == 0);
 }
 
 template <class Cfg>
@@ -831,6 +905,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // The 128-byte swizzle patterns repeat every 1024 bytes.
   if (threadIdx.x == 0 && (cute::cast_smem_ptr_to_uint(smem_raw) & 1023u) != 0) __trap();
   const int warp_group = threadIdx.x / 128;
+  CUSYNC_PHASE(0, threadIdx.x == 0);
+  CUSYNC_PHASE_GLOBAL(8, threadIdx.x == 0);
+  // Programmatic dependent launch: a kernel launched behind this one in
+  // stream order with ChainParams::wait_prior_grid may start its prologue as
+  // soon as every CTA here has started (it waits for this grid's completion
+  // before it reads anything; see load_loop). No effect without such a kernel.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   using LoadPipeline = typename Cfg::LoadPipeline;
   typename LoadPipeline::Params lp;

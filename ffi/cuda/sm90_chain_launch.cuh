@@ -116,25 +116,36 @@ cudaError_t launch_chain(const ChainParams<Cfg>& p, int sm_count, cudaStream_t s
   if (e != cudaSuccess) return e;
   const int work = p.end - p.begin;
   if (work <= 0) return cudaSuccess;
+  // wait_prior_grid: a programmatic dependent of the previous kernel in the
+  // stream (it may start once every CTA of that kernel has started; the
+  // kernel waits for its completion before reading A).
+  cudaLaunchAttribute attr[2];
+  int attrs = 0;
+  if (p.wait_prior_grid) {
+    attr[attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[attrs++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  cudaLaunchConfig_t config{};
+  config.blockDim = dim3(Cfg::kThreads, 1, 1);
+  config.dynamicSmemBytes = Cfg::kSmemBytes;
+  config.stream = stream;
+  config.attrs = attr;
   if constexpr (Cfg::kClusterM == 1) {
     // Stream-K: one CTA per range (the ranges were cut for at most sm_count).
     const int grid = p.stream_k.ctas_per_row > 0 ? p.stream_k.ctas() : std::min(sm_count, work);
-    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+    config.gridDim = dim3(grid, 1, 1);
+    config.numAttrs = attrs;
+    e = cudaLaunchKernelEx(&config, kernel, p);
+    if (e != cudaSuccess) return e;
     return cudaGetLastError();
   } else {
     // A persistent grid of clusters: at most one per position, and no more
     // than fit the device at once.
-    cudaLaunchConfig_t config{};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = Cfg::kClusterM;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    config.blockDim = dim3(Cfg::kThreads, 1, 1);
-    config.dynamicSmemBytes = Cfg::kSmemBytes;
-    config.stream = stream;
-    config.attrs = attr;
-    config.numAttrs = 1;
+    attr[attrs].id = cudaLaunchAttributeClusterDimension;
+    attr[attrs].val.clusterDim.x = Cfg::kClusterM;
+    attr[attrs].val.clusterDim.y = 1;
+    attr[attrs++].val.clusterDim.z = 1;
+    config.numAttrs = attrs;
     const int clusters = max_active_clusters<Cfg>(sm_count);
     if (clusters < 1) return cudaErrorInvalidConfiguration;
     config.gridDim = dim3(Cfg::kClusterM * std::min(clusters, work), 1, 1);

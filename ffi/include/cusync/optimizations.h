@@ -16,6 +16,10 @@ enum Optimization : int {
   // Take tiles in the hardware's block order (blockIdx) instead of from the
   // stage's order counter.
   kHardwareBlockOrder = 1 << 3,
+  // Serial mode (Hopper kernel): launch the consumer GEMM as a programmatic
+  // dependent of the producer, so its prologue and first B loads overlap the
+  // producer's tail; it reads A only once the producer has completed.
+  kOverlapLaunches = 1 << 4,
 };
 
 inline constexpr bool has(int flags, Optimization o) { return (flags & o) != 0; }
