@@ -94,8 +94,8 @@ FALLBACK = "xla (fallback)"
 def order_kwargs(text: str) -> dict:
     """A variant spec -> plan_mlp keyword arguments. Comma-separated parts: a
     tile order ('grouped:4' -> order="grouped", group_rows=4; 'column_major'),
-    'tile=128x64x64', 'cluster=2' (cluster_m), 'overlap=0' (serial's consumer
-    launched plainly, not as a programmatic dependent of the producer)."""
+    'tile=128x64x64', 'cluster=2' (cluster_m), 'overlap=1' (serial's consumer
+    launched as a programmatic dependent of the producer; overlap=0 is the default)."""
     kw = {}
     for part in text.split(","):
         key, eq, value = part.partition("=")
@@ -268,7 +268,7 @@ def main(argv=None):
     ap.add_argument("--variants", "--orders", dest="orders", nargs="*", default=[], type=order_arg,
                     help="extra variants to time (serial and fused, both GEMMs), each a tile order "
                          "(row_major, column_major, grouped or grouped:<band rows>) and/or "
-                         "tile=<m>x<n>x<k>, cluster=2, overlap=0, comma-separated: grouped:4,tile=128x64x64")
+                         "tile=<m>x<n>x<k>, cluster=2, overlap=1, comma-separated: grouped:4,tile=128x64x64")
     ap.add_argument("--skip", nargs="*", default=[],
                     help="variants to leave out (names as printed, e.g. TileSync-streams); xla, serial "
                          "and auto always run")

@@ -38,7 +38,7 @@ import timing
 ITERS = 10  # calls in the profiled launch (--iters)
 VARIANTS = {"xla": None, "serial128": dict(mode="serial", tile=cs.TileShape(128, 128, 64)),
             "serial": dict(mode="serial"),
-            "serial-plain": dict(mode="serial", optimizations=cs.Optimizations(overlap_launches=False)),
+            "serial-overlap": dict(mode="serial", optimizations=cs.Optimizations(overlap_launches=True)),
             "serial-sk": dict(mode="serial", stream_k="auto"),
             "rowsync_fused": dict(mode="fused", policy=cs.RowSync()),
             "rowsync_streams": dict(mode="streams", policy=cs.RowSync())}

@@ -114,7 +114,7 @@ def test_other_activations(activation):
 
 OPTIMIZATIONS = [
     cs.Optimizations(False, False, False, False),
-    cs.Optimizations(True, True, True, True),
+    cs.Optimizations(True, True, True, True, True),
     cs.Optimizations(avoid_wait_kernel=False, reorder_tile_loads=True),
     cs.Optimizations(reorder_tile_loads=False, release_store_posts=False),
 ]
