@@ -228,16 +228,21 @@ std::string stamp() {
   return std::string(buf) + "." + std::to_string(1000 + ms).substr(1);
 }
 
+// One input set of an M x N x K GEMM (filled) and its output.
+void one_input_set(int m, int n, int k, Element** x, Element** w, Element** out) {
+  CHECK(cudaMalloc(x, size_t(m) * k * sizeof(Element)));
+  CHECK(cudaMalloc(w, size_t(k) * n * sizeof(Element)));
+  CHECK(cudaMalloc(out, size_t(m) * n * sizeof(Element)));
+  fill<<<1024, 256>>>(*x, size_t(m) * k, 17);
+  fill<<<1024, 256>>>(*w, size_t(k) * n, 91);
+}
+
 // Sustained load: each variant launched back to back (batches of 50 between
 // events) for `seconds`, a second of idle between variants. Prints per variant
 // the median and the first and last batch's time per launch.
 int sustain(std::vector<Variant>& variants, int m, int n, int k, double seconds, cudaStream_t stream) {
   Element *x, *w, *out;
-  CHECK(cudaMalloc(&x, size_t(m) * k * sizeof(Element)));
-  CHECK(cudaMalloc(&w, size_t(k) * n * sizeof(Element)));
-  CHECK(cudaMalloc(&out, size_t(m) * n * sizeof(Element)));
-  fill<<<1024, 256>>>(x, size_t(m) * k, 17);
-  fill<<<1024, 256>>>(w, size_t(k) * n, 91);
+  one_input_set(m, n, k, &x, &w, &out);
   cudaEvent_t ev[2];
   CHECK(cudaEventCreate(&ev[0]));
   CHECK(cudaEventCreate(&ev[1]));
@@ -459,11 +464,7 @@ int main(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "phases") {
     const int m = std::atoi(argv[2]), n = std::atoi(argv[3]), k = std::atoi(argv[4]);
     Element *x, *w, *out;
-    CHECK(cudaMalloc(&x, size_t(m) * k * sizeof(Element)));
-    CHECK(cudaMalloc(&w, size_t(k) * n * sizeof(Element)));
-    CHECK(cudaMalloc(&out, size_t(m) * n * sizeof(Element)));
-    fill<<<1024, 256>>>(x, size_t(m) * k, 17);
-    fill<<<1024, 256>>>(w, size_t(k) * n, 91);
+    one_input_set(m, n, k, &x, &w, &out);
     phases_of("own128_column", own_column, m, n, k, sms, kColumn, stream, x, w, out);
     phases_of("own192_column", own192_column, m, n, k, sms, kColumn, stream, x, w, out);
     phases_of("own192_5st_column", own192_5st_column, m, n, k, sms, kColumn, stream, x, w, out);
