@@ -28,7 +28,7 @@ timeout -k 10 200 ncu --profile-from-start off --kernel-name "regex:$KERNELS" \
   "$PY" bench/profile_gemm.py "$M" "$N" "$K" "$@" > "$name.sass.csv" 2>&1
 echo "source page: rc $? ($name.sass.csv)"
 "$PY" - "$name.sass.csv" <<'PYEOF'
-import csv, sys
+import collections, csv, sys
 lines = open(sys.argv[1], errors="replace").read().splitlines()
 # One source table per profiled kernel, each under its own CSV header.
 starts = [i for i, l in enumerate(lines) if l.startswith('"') and '"Source"' in l]
@@ -50,15 +50,12 @@ for n, start in enumerate(starts):
         print("columns:", cols)
         continue
     total = sum(num(r[samp]) for r in rows) or 1.0
-    ops = {}
-    for r in rows:
-        op = r["Source"].split()[0] if r["Source"].split() else ""
-        if op.startswith("@"):
-            op = r["Source"].split()[1]
-        ops[op.split(".")[0]] = ops.get(op.split(".")[0], 0) + 1
+    # Opcode of each instruction, its predicate ("@P0") and modifiers dropped.
+    ops = collections.Counter(
+        next((w for w in r["Source"].split() if not w.startswith("@")), "").split(".")[0] for r in rows)
     print(f"== kernel {n}: {title[:160]}")
     print(f"{len(rows)} instructions, column {samp!r}, {total:.0f} samples")
-    print("static opcode counts:", " ".join(f"{k}:{v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])[:25]))
+    print("static opcode counts:", " ".join(f"{k}:{v}" for k, v in ops.most_common(25)))
     print("top 30:")
     for r in sorted(rows, key=lambda r: -num(r[samp]))[:30]:
         print(f"{100 * num(r[samp]) / total:6.2f}%  {r.get('Address', ''):>8}  {r.get('Source', '')}")
