@@ -305,10 +305,10 @@ void phases_of(const char* name, G& gemm, int m, int n, int k, int sms, cusync::
     // Deltas per CTA that ran a tile (slot 4 set).
     // (The epilogue's two inner stamps are of a CTA's last tile: read them
     // where each CTA runs one tile.)
-    constexpr int kDeltas = 9;
-    const char* labels[kDeltas] = {"position", "first TMA", "first data", "mainloop", "epi 1st pass",
-                                   "epi last pass", "epilogue", "to exit", "entry..exit"};
-    const int from[kDeltas] = {0, 0, 0, 4, 5, 5, 5, 6, 0}, to[kDeltas] = {1, 2, 4, 5, 10, 11, 6, 7, 7};
+    constexpr int kDeltas = 11;
+    const char* labels[kDeltas] = {"barriers set", "position", "resolved", "first TMA", "first data", "mainloop",
+                                   "epi 1st pass", "epi last pass", "epilogue", "to exit", "entry..exit"};
+    const int from[kDeltas] = {0, 0, 0, 0, 0, 4, 5, 5, 5, 6, 0}, to[kDeltas] = {12, 1, 13, 2, 4, 5, 10, 11, 6, 7, 7};
     std::vector<std::vector<double>> d(kDeltas);
     long long g0 = -1, g1 = -1, e0 = -1, e1 = -1;
     int ran = 0;
@@ -331,7 +331,7 @@ void phases_of(const char* name, G& gemm, int m, int n, int k, int sms, cusync::
       std::sort(v.begin(), v.end());
       const double med = v[v.size() / 2];
       std::printf("    %-13s %8.0f cycles [%8.0f, %8.0f]\n", labels[i], med, v[v.size() / 10], v[v.size() * 9 / 10]);
-      if (i == 3) std::printf("    %-13s %8.1f cycles a k-block (%d k-blocks of the first tile)\n", "", med / k_blocks, k_blocks);
+      if (i == 5) std::printf("    %-13s %8.1f cycles a k-block (%d k-blocks of the first tile)\n", "", med / k_blocks, k_blocks);
     }
     std::fflush(stdout);
   }
@@ -355,6 +355,9 @@ int main(int argc, char** argv) {
   const bool few_c2 = argc == 3 && std::string(argv[2]) == "few-c2";
   const bool few = few_c2 || (argc == 3 && std::string(argv[2]) == "few");
   using Own128 = cusync_sm90::ChainConfig<Element, 128, false, 1>;
+  // 128x128 pingpong (each MMA warpgroup every other tile, all 128 rows), the
+  // packaged form before stop 17, against the cooperative one above.
+  using Own128pp = cusync_sm90::ChainConfig<Element, 128, false, 1, false, 2, true>;
   using Own96 = cusync_sm90::ChainConfig<Element, 96, false, 1>;
   using Own128c2 = cusync_sm90::ChainConfig<Element, 128, false, 2>;
   using Own128sk = cusync_sm90::ChainConfig<Element, 128, false, 1, true>;
@@ -377,6 +380,7 @@ int main(int argc, char** argv) {
   static_assert(Own192::kStages == 4 && Own192e1::kStages == 5);
   static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
   static OwnGemm<Own128sk> own_streamk;
+  static OwnGemm<Own128pp> own128pp_column;
   static OwnGemm<Own192> own192_column, own192_grouped;
   static OwnGemm<Own192e1> own192_5st_column;
   static OwnGemm<Own192c2> own192_c2_column;
@@ -400,9 +404,9 @@ int main(int argc, char** argv) {
   constexpr auto kColumn = cusync::TileOrder::kColumnMajor;
   std::vector<Variant> few_variants = {
       own_variant("own128_column", own_column, kColumn, sms),
+      own_variant("own128pp_column", own128pp_column, kColumn, sms),
       own_variant("own128_streamk", own_streamk, kColumn, sms),
       own_variant("own192_column", own192_column, kColumn, sms),
-      own_variant("own192_grouped", own192_grouped, cusync::TileOrder::kGrouped, sms),
       own_variant("own192_5st_column", own192_5st_column, kColumn, sms),
       own_variant("own192_streamk", own192_streamk, kColumn, sms),
       own_variant("own256_streamk", own256_streamk, kColumn, sms),
@@ -418,6 +422,7 @@ int main(int argc, char** argv) {
       own_variant("own128_grouped", own_grouped, cusync::TileOrder::kGrouped, sms),
       own_variant("own128_column", own_column, kColumn, sms),
       own_variant("own128_column_memset", own_column_memset, kColumn, sms),
+      own_variant("own128pp_column", own128pp_column, kColumn, sms),
       own_variant("own192_grouped", own192_grouped, cusync::TileOrder::kGrouped, sms),
       own_variant("own192_5st_column", own192_5st_column, kColumn, sms),
       cutlass_variant("cutlass_pp128_c1", pp_c1, sms),
@@ -466,8 +471,8 @@ int main(int argc, char** argv) {
     Element *x, *w, *out;
     one_input_set(m, n, k, &x, &w, &out);
     phases_of("own128_column", own_column, m, n, k, sms, kColumn, stream, x, w, out);
+    phases_of("own128pp_column", own128pp_column, m, n, k, sms, kColumn, stream, x, w, out);
     phases_of("own192_column", own192_column, m, n, k, sms, kColumn, stream, x, w, out);
-    phases_of("own192_5st_column", own192_5st_column, m, n, k, sms, kColumn, stream, x, w, out);
     return 0;
   }
 #endif

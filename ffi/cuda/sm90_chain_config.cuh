@@ -5,11 +5,15 @@
 // [K, N] row-major (x @ w), which wgmma reads as an N x K "MN-major" operand.
 // Both are staged by TMA into 128-byte-swizzled shared memory, `kStages` deep
 // (B of the 128x96 tiles: 64-byte, see BAtom).
-// A CTA has three warpgroups: one loads (TMA), two multiply. 128x96 and
-// 128x128 tiles run pingpong: each MMA warpgroup owns every other tile (all
-// 128 rows), and the two take turns on the tensor cores, so one's epilogue
-// runs under the other's mainloop. 128x256 tiles stay cooperative (64 rows per
-// warpgroup): a whole 128x256 fp32 tile does not fit one warpgroup's registers.
+// A CTA has three warpgroups: one loads (TMA), two multiply. Tiles 128 wide
+// and wider run cooperative: both MMA warpgroups on every tile, 64 rows each.
+// 128x96 tiles run pingpong: each MMA warpgroup owns every other tile (all 128
+// rows), and the two take turns on the tensor cores, so one's epilogue runs
+// under the other's mainloop. (128x128 pingpong, the earlier form, measured
+// 1-4 % slower than cooperative at every MLP shape, one tile per CTA or
+// twelve: its epilogue, one warpgroup storing 128 rows, took 5k cycles against
+// 2k; bench/NOTES_sm90.md, stop 17. A 128x256 fp32 tile does not fit one
+// warpgroup's registers at all.)
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -47,8 +51,10 @@ using namespace cute;
 // same range of two adjacent lines (row tiles), sharing each B k-block.
 // kEpiBoxes: 16x64 boxes each MMA warp stages per epilogue pass (2; 1 halves
 // the epilogue's shared memory, which gives 128x192 a fifth stage).
+// kPingpong: each MMA warpgroup owns every other tile (128x96 by default;
+// 128x128 only for the development harness's comparison).
 template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1, bool kStreamK_ = false,
-          int kEpiBoxes_ = 2>
+          int kEpiBoxes_ = 2, bool kPingpong_ = (kTileN_ < 128)>
 struct ChainConfig {
   using Element = Element_;
   static constexpr int kTileM = 128;
@@ -62,7 +68,8 @@ struct ChainConfig {
                 "2x1 clusters: 128x128 and 128x192 plain tiles only");
   static_assert(kTileN_ % 64 == 0 || !kSwiglu_, "SwiGLU tiles split into two halves of whole 32-column atoms");
   using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
-  static constexpr bool kPingpong = kTileN <= 128;
+  static_assert(!kPingpong_ || kTileN_ <= 128, "pingpong: a whole tile's fp32 accumulators in one warpgroup");
+  static constexpr bool kPingpong = kPingpong_;
   static constexpr int kGroupsPerTile = kPingpong ? 1 : 2;  // MMA warpgroups on one tile
   static constexpr int kLoadThreads = 128;
   static constexpr int kMmaThreads = 256;

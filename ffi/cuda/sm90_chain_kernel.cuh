@@ -232,32 +232,24 @@ __device__ __forceinline__ void mma_warpgroups_sync(int threads) {
 // launch's cycles go between entry, the first TMA data, the mainloop's end
 // and the epilogue's. The package compiles none of it.
 #ifdef CUSYNC_SM90_PHASE_TIMES
-constexpr int kPhaseSlots = 12;
+constexpr int kPhaseSlots = 16;
 __device__ long long* g_phase_times;  // [gridDim.x][kPhaseSlots], or null
-__device__ __forceinline__ void phase_stamp(int slot) {
-  if (g_phase_times != nullptr) g_phase_times[blockIdx.x * kPhaseSlots + slot] = clock64();
-}
-__device__ __forceinline__ void phase_stamp_global(int slot) {
+__device__ __forceinline__ long long global_timer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  if (g_phase_times != nullptr) g_phase_times[blockIdx.x * kPhaseSlots + slot] = (long long)t;
+  return (long long)t;
 }
-#define CUSYNC_PHASE(slot, cond) \
-  do {                           \
-    if (cond) phase_stamp(slot); \
-  } while (0)
-#define CUSYNC_PHASE_GLOBAL(slot, cond) \
-  do {                                  \
-    if (cond) phase_stamp_global(slot); \
+// Stamps `now` (clock64() or global_timer()) into this CTA's slot where cond holds.
+#define CUSYNC_PHASE_AT(slot, cond, now)                                                   \
+  do {                                                                                     \
+    if ((cond) && g_phase_times != nullptr) g_phase_times[blockIdx.x * kPhaseSlots + (slot)] = (now); \
   } while (0)
 #else
-#define CUSYNC_PHASE(slot, cond) \
-  do {                           \
-  } while (0)
-#define CUSYNC_PHASE_GLOBAL(slot, cond) \
-  do {                                  \
+#define CUSYNC_PHASE_AT(slot, cond, now) \
+  do {                                   \
   } while (0)
 #endif
+#define CUSYNC_PHASE(slot, cond) CUSYNC_PHASE_AT(slot, cond, clock64())
 
 // Spins until every semaphore the policy names for this A k-block has its
 // count. `ready` remembers the last two satisfied semaphores: consecutive
@@ -427,6 +419,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     };
     auto [tMgM, tMsM] = cluster_half();
 
+    CUSYNC_PHASE(13, tile_write.count() == 1);
     const int kb_begin = Cfg::kStreamK ? job.kb0 : 0;
     const int kb_end = Cfg::kStreamK ? job.kb1 : (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     int ready[2] = {-1, -1};
@@ -901,7 +894,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
   }
   if (Cfg::kTmaStore && mma_thread % 32 == 0) wait_tma_stores_written();
   CUSYNC_PHASE(7, mma_thread == 0);
-  CUSYNC_PHASE_GLOBAL(9, mma_thread == 0);
+  CUSYNC_PHASE_AT(9, mma_thread == 0, global_timer());
 }
 
 template <class Cfg>
@@ -914,7 +907,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (threadIdx.x == 0 && (cute::cast_smem_ptr_to_uint(smem_raw) & 1023u) != 0) __trap();
   const int warp_group = threadIdx.x / 128;
   CUSYNC_PHASE(0, threadIdx.x == 0);
-  CUSYNC_PHASE_GLOBAL(8, threadIdx.x == 0);
+  CUSYNC_PHASE_AT(8, threadIdx.x == 0, global_timer());
   using LoadPipeline = typename Cfg::LoadPipeline;
   typename LoadPipeline::Params lp;
   lp.transaction_bytes = Cfg::kBytesA + Cfg::kBytesB;
@@ -958,6 +951,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   } else {
     __syncthreads();
   }
+  CUSYNC_PHASE(12, threadIdx.x == 0);
 
   // 56 + 2 x 224 registers a thread (x 128) = the 168 x 384 the CTA starts
   // with. ptxas holds the loader to its 56: at 40, the TileSync look-ahead

@@ -65,6 +65,17 @@ GemmStage<Cfg> make_swiglu_producer_stage(typename Cfg::Element const* x, int ro
   return g;
 }
 
+// The launch attribute of Cfg's 2x1 clusters.
+template <class Cfg>
+cudaLaunchAttribute cluster_attribute() {
+  cudaLaunchAttribute a{};
+  a.id = cudaLaunchAttributeClusterDimension;
+  a.val.clusterDim.x = Cfg::kClusterM;
+  a.val.clusterDim.y = 1;
+  a.val.clusterDim.z = 1;
+  return a;
+}
+
 // Clusters of Cfg::kClusterM CTAs that fit the device at once (one CTA per
 // SM); sm_count / kClusterM where the occupancy query fails. Asked once per
 // configuration and SM count.
@@ -76,11 +87,7 @@ int max_active_clusters(int sm_count) {
   if (cached_sms == sm_count) return cached;
   auto kernel = chain_kernel_sm90<Cfg>;
   cudaLaunchConfig_t config{};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = Cfg::kClusterM;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute attr[1] = {cluster_attribute<Cfg>()};
   config.gridDim = dim3(Cfg::kClusterM * (sm_count / Cfg::kClusterM), 1, 1);
   config.blockDim = dim3(Cfg::kThreads, 1, 1);
   config.dynamicSmemBytes = Cfg::kSmemBytes;
@@ -116,6 +123,10 @@ cudaError_t launch_chain(const ChainParams<Cfg>& p, int sm_count, cudaStream_t s
   if (e != cudaSuccess) return e;
   const int work = p.end - p.begin;
   if (work <= 0) return cudaSuccess;
+  // A consumer that waits on semaphores runs beside its producer (fused,
+  // streams), never as a programmatic dependent launched behind it: its CTAs
+  // could hold SMs while the producer's still queue.
+  if (p.wait_prior_grid && p.consumer_waits) return cudaErrorInvalidValue;
   // wait_prior_grid: a programmatic dependent of the previous kernel in the
   // stream (it may start once every CTA of that kernel has started; the
   // kernel waits for its completion before reading A).
@@ -141,10 +152,7 @@ cudaError_t launch_chain(const ChainParams<Cfg>& p, int sm_count, cudaStream_t s
   } else {
     // A persistent grid of clusters: at most one per position, and no more
     // than fit the device at once.
-    attr[attrs].id = cudaLaunchAttributeClusterDimension;
-    attr[attrs].val.clusterDim.x = Cfg::kClusterM;
-    attr[attrs].val.clusterDim.y = 1;
-    attr[attrs++].val.clusterDim.z = 1;
+    attr[attrs++] = cluster_attribute<Cfg>();
     config.numAttrs = attrs;
     const int clusters = max_active_clusters<Cfg>(sm_count);
     if (clusters < 1) return cudaErrorInvalidConfiguration;
