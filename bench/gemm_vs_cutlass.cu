@@ -355,9 +355,9 @@ int main(int argc, char** argv) {
   const bool few_c2 = argc == 3 && std::string(argv[2]) == "few-c2";
   const bool few = few_c2 || (argc == 3 && std::string(argv[2]) == "few");
   using Own128 = cusync_sm90::ChainConfig<Element, 128, false, 1>;
-  // 128x128 pingpong (each MMA warpgroup every other tile, all 128 rows), the
-  // packaged form before stop 17, against the cooperative one above.
-  using Own128pp = cusync_sm90::ChainConfig<Element, 128, false, 1, false, 2, true>;
+  // 128x128 cooperative (both MMA warpgroups on every tile, 64 rows each),
+  // the package's form where a CTA runs at most two tiles.
+  using Own128coop = cusync_sm90::ChainConfig<Element, 128, false, 1, false, 2, false>;
   using Own96 = cusync_sm90::ChainConfig<Element, 96, false, 1>;
   using Own128c2 = cusync_sm90::ChainConfig<Element, 128, false, 2>;
   using Own128sk = cusync_sm90::ChainConfig<Element, 128, false, 1, true>;
@@ -380,7 +380,7 @@ int main(int argc, char** argv) {
   static_assert(Own192::kStages == 4 && Own192e1::kStages == 5);
   static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
   static OwnGemm<Own128sk> own_streamk;
-  static OwnGemm<Own128pp> own128pp_column;
+  static OwnGemm<Own128coop> own128coop_column;
   static OwnGemm<Own192> own192_column, own192_grouped;
   static OwnGemm<Own192e1> own192_5st_column;
   static OwnGemm<Own192c2> own192_c2_column;
@@ -404,7 +404,7 @@ int main(int argc, char** argv) {
   constexpr auto kColumn = cusync::TileOrder::kColumnMajor;
   std::vector<Variant> few_variants = {
       own_variant("own128_column", own_column, kColumn, sms),
-      own_variant("own128pp_column", own128pp_column, kColumn, sms),
+      own_variant("own128coop_column", own128coop_column, kColumn, sms),
       own_variant("own128_streamk", own_streamk, kColumn, sms),
       own_variant("own192_column", own192_column, kColumn, sms),
       own_variant("own192_5st_column", own192_5st_column, kColumn, sms),
@@ -422,7 +422,7 @@ int main(int argc, char** argv) {
       own_variant("own128_grouped", own_grouped, cusync::TileOrder::kGrouped, sms),
       own_variant("own128_column", own_column, kColumn, sms),
       own_variant("own128_column_memset", own_column_memset, kColumn, sms),
-      own_variant("own128pp_column", own128pp_column, kColumn, sms),
+      own_variant("own128coop_column", own128coop_column, kColumn, sms),
       own_variant("own192_grouped", own192_grouped, cusync::TileOrder::kGrouped, sms),
       own_variant("own192_5st_column", own192_5st_column, kColumn, sms),
       cutlass_variant("cutlass_pp128_c1", pp_c1, sms),
@@ -471,7 +471,7 @@ int main(int argc, char** argv) {
     Element *x, *w, *out;
     one_input_set(m, n, k, &x, &w, &out);
     phases_of("own128_column", own_column, m, n, k, sms, kColumn, stream, x, w, out);
-    phases_of("own128pp_column", own128pp_column, m, n, k, sms, kColumn, stream, x, w, out);
+    phases_of("own128coop_column", own128coop_column, m, n, k, sms, kColumn, stream, x, w, out);
     phases_of("own192_column", own192_column, m, n, k, sms, kColumn, stream, x, w, out);
     return 0;
   }

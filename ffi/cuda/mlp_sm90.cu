@@ -20,6 +20,9 @@
 // up halves and stores silu(gate) * up, so h is a plain [T, F] matrix and
 // the consumer a plain GEMM; the producer stage is re-tiled to match.
 //
+// 128x128 tiles run pingpong, or cooperative where a launch gives a CTA at
+// most two tiles (runs_cooperative).
+//
 // cluster_m = 2 (opt-in, 128x128 without SwiGLU): 2x1 clusters that share
 // each B tile through TMA multicast; a schedule position is a pair of row
 // tiles (sm90_chain_kernel.cuh).
@@ -176,10 +179,20 @@ Error launch_fused(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream, c
   return launch(p, device, stream, "launching the Hopper fused kernel");
 }
 
+// Whether a launch of `positions` 128x128 schedule positions runs the
+// cooperative form (both MMA warpgroups on every tile) rather than pingpong:
+// where a CTA gets at most two tiles there is little mainloop to hide an
+// epilogue under. Measured in the MLP (bench/NOTES_sm90.md, stop 17): at 256
+// tokens cooperative took 0.86-0.95 of pingpong's time in every mode; from
+// 1536 tokens on (4-30 tiles a CTA) pingpong took 0.91-0.97 of cooperative's
+// in serial and RowSync modes.
+bool runs_cooperative(int positions, const DeviceInfo& device) { return positions <= 2 * device.sm_count; }
+
 // Calls f(Cfg{}) with the compiled configuration for a tile width, SwiGLU
-// form, cluster and stream-K (checked by the caller: one exists).
+// form, cluster, stream-K and (128x128 whole tiles) cooperative form (checked
+// by the caller: one exists).
 template <class F>
-Error with_config(bool bf16, int n, bool swiglu, int cluster_m, bool stream_k, F&& f) {
+Error with_config(bool bf16, int n, bool swiglu, int cluster_m, bool stream_k, bool cooperative, F&& f) {
   if (stream_k) {
     if (n == 192) return bf16 ? f(ChainBF16x192StreamK{}) : f(ChainF16x192StreamK{});
     if (bf16) return swiglu ? f(ChainBF16x128SwigluStreamK{}) : f(ChainBF16x128StreamK{});
@@ -192,6 +205,10 @@ Error with_config(bool bf16, int n, bool swiglu, int cluster_m, bool stream_k, F
     case 192:
       return bf16 ? f(ChainBF16x192{}) : f(ChainF16x192{});
     case 128:
+      if (cooperative) {
+        if (bf16) return swiglu ? f(ChainBF16x128SwigluCoop{}) : f(ChainBF16x128Coop{});
+        return swiglu ? f(ChainF16x128SwigluCoop{}) : f(ChainF16x128Coop{});
+      }
       if (bf16) return swiglu ? f(ChainBF16x128Swiglu{}) : f(ChainBF16x128{});
       return swiglu ? f(ChainF16x128Swiglu{}) : f(ChainF16x128{});
     default:
@@ -200,12 +217,14 @@ Error with_config(bool bf16, int n, bool swiglu, int cluster_m, bool stream_k, F
   }
 }
 
-// The configuration that runs stage 0 (producer) or 1 (consumer) of the plan.
+// The configuration that runs stage 0 (producer) or 1 (consumer) of the plan,
+// in a launch of `positions` whole-tile positions (the fused mode: both
+// stages').
 template <class F>
-Error with_stage_config(const MlpSpec& s, bool bf16, int stage, F&& f) {
+Error with_stage_config(const MlpSpec& s, bool bf16, int stage, int positions, const DeviceInfo& device, F&& f) {
   const cusync::Stage& st = stage == 0 ? s.producer : s.consumer;
   return with_config(bf16, st.tile_cols, stage == 0 && s.producer.slices == 2, s.cluster_m,
-                     stage == 0 ? s.stream_k1 : s.stream_k2, f);
+                     stage == 0 ? s.stream_k1 : s.stream_k2, runs_cooperative(positions, device), f);
 }
 
 std::string tile_text(const cusync::Stage& st, int k) {
@@ -275,8 +294,11 @@ Error launch_mlp_sm90(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream
                                   "or StridedSync");
   if (s.producer.slices > 2) return Error::InvalidArgument("cusync_jax: kernel family 1 handles at most 2 slices");
   if (auto e = check_plan(s); e.failure()) return e;
+  // Whole-tile positions of each GEMM (a SwiGLU producer tile is one of h's),
+  // which pick 128x128's form (clusters and stream-K have one form each).
+  const int tiles[2] = {kernel_producer(s).tile_count(), s.consumer.tile_count()};
   const auto stage_launch = [&](int stage, bool synced, cudaStream_t on) {
-    return with_stage_config(s, b.bf16, stage, [&](auto cfg) {
+    return with_stage_config(s, b.bf16, stage, tiles[stage], device, [&](auto cfg) {
       return launch_stage<decltype(cfg)>(s, b, stage, synced, on, device);
     });
   };
@@ -286,7 +308,7 @@ Error launch_mlp_sm90(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream
       return stage_launch(1, false, stream);
     }
     case cusync_ffi::Mode::kFused:
-      return with_stage_config(s, b.bf16, 0, [&](auto cfg) {
+      return with_stage_config(s, b.bf16, 0, tiles[0] + tiles[1], device, [&](auto cfg) {
         return launch_fused<decltype(cfg)>(s, b, stream, device);
       });
     case cusync_ffi::Mode::kStreams:
@@ -299,7 +321,7 @@ Error launch_mlp_sm90(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream
       // consumer CTA can hold an SM a producer CTA needs.
       int positions[2] = {0, 0}, units[2] = {0, 0};
       for (int stage = 0; stage < 2; ++stage) {
-        (void)with_stage_config(s, b.bf16, stage, [&](auto cfg) {
+        (void)with_stage_config(s, b.bf16, stage, tiles[stage], device, [&](auto cfg) {
           using Cfg = decltype(cfg);
           positions[stage] = schedule_positions<Cfg>(stage == 0 ? kernel_producer(s) : s.consumer);
           units[stage] = resident_units<Cfg>(device);
@@ -357,7 +379,8 @@ Error launch_gemm_sm90(const void* a, const void* w, void* out, int* counter, in
   if (cluster_m != 1 && (cluster_m != 2 || tile_n != 128))
     return Error::InvalidArgument("cusync_jax: gemm runs cluster_m 1, or 2 with tile_n 128; got cluster_m " +
                                   std::to_string(cluster_m) + ", tile_n " + std::to_string(tile_n));
-  return with_config(bf16, tile_n, false, cluster_m, false, [&](auto cfg) {
+  const int tiles = cusync::ceil_div(m, 128) * cusync::ceil_div(n, tile_n);
+  return with_config(bf16, tile_n, false, cluster_m, false, runs_cooperative(tiles, device), [&](auto cfg) {
     return run_gemm<decltype(cfg)>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
   });
 }

@@ -5,15 +5,14 @@
 // [K, N] row-major (x @ w), which wgmma reads as an N x K "MN-major" operand.
 // Both are staged by TMA into 128-byte-swizzled shared memory, `kStages` deep
 // (B of the 128x96 tiles: 64-byte, see BAtom).
-// A CTA has three warpgroups: one loads (TMA), two multiply. Tiles 128 wide
-// and wider run cooperative: both MMA warpgroups on every tile, 64 rows each.
-// 128x96 tiles run pingpong: each MMA warpgroup owns every other tile (all 128
-// rows), and the two take turns on the tensor cores, so one's epilogue runs
-// under the other's mainloop. (128x128 pingpong, the earlier form, measured
-// 1-4 % slower than cooperative at every MLP shape, one tile per CTA or
-// twelve: its epilogue, one warpgroup storing 128 rows, took 5k cycles against
-// 2k; bench/NOTES_sm90.md, stop 17. A 128x256 fp32 tile does not fit one
-// warpgroup's registers at all.)
+// A CTA has three warpgroups: one loads (TMA), two multiply. 128x96 and
+// 128x128 tiles run pingpong by default: each MMA warpgroup owns every other
+// tile (all 128 rows), and the two take turns on the tensor cores, so one's
+// epilogue runs under the other's mainloop. Wider tiles, and the cooperative
+// 128x128 form, put both MMA warpgroups on every tile (64 rows each): where a
+// CTA runs one or two tiles there is no mainloop to hide an epilogue under,
+// and two warpgroups store a tile in 2k cycles where one takes 5k (a 128x256
+// fp32 tile does not fit one warpgroup's registers at all).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -51,10 +50,10 @@ using namespace cute;
 // same range of two adjacent lines (row tiles), sharing each B k-block.
 // kEpiBoxes: 16x64 boxes each MMA warp stages per epilogue pass (2; 1 halves
 // the epilogue's shared memory, which gives 128x192 a fifth stage).
-// kPingpong: each MMA warpgroup owns every other tile (128x96 by default;
-// 128x128 only for the development harness's comparison).
+// kPingpong: each MMA warpgroup owns every other tile (the default up to 128
+// columns; false: the cooperative form).
 template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1, bool kStreamK_ = false,
-          int kEpiBoxes_ = 2, bool kPingpong_ = (kTileN_ < 128)>
+          int kEpiBoxes_ = 2, bool kPingpong_ = (kTileN_ <= 128)>
 struct ChainConfig {
   using Element = Element_;
   static constexpr int kTileM = 128;

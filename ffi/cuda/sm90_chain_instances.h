@@ -2,7 +2,8 @@
 // instantiated once, in sm90_chain_f16.cu or sm90_chain_bf16.cu (two files so
 // a two-core build compiles them side by side), the 128x96 ones in
 // sm90_chain_n96.cu, the 128x192 ones in sm90_chain_n192.cu, the 2x1-cluster ones in sm90_chain_cluster.cu, the
-// stream-K ones in sm90_chain_stream_k.cu (128x192: sm90_chain_stream_k192.cu); users see
+// stream-K ones in sm90_chain_stream_k.cu (128x192: sm90_chain_stream_k192.cu), the
+// cooperative 128x128 ones in sm90_chain_coop.cu; users see
 // only the declarations below.
 // cusync_jax/kernels.py lists the same tiles (kernel 1).
 #pragma once
@@ -28,6 +29,12 @@ using ChainBF16x128 = ChainConfig<cute::bfloat16_t, 128, false>;
 using ChainBF16x256 = ChainConfig<cute::bfloat16_t, 256, false>;
 using ChainBF16x128Swiglu = ChainConfig<cute::bfloat16_t, 128, true>;
 using ChainBF16x256Swiglu = ChainConfig<cute::bfloat16_t, 256, true>;
+// 128x128 cooperative: where a launch gives a CTA at most two tiles
+// (mlp_sm90.cu, runs_cooperative).
+using ChainF16x128Coop = ChainConfig<cute::half_t, 128, false, 1, false, 2, false>;
+using ChainBF16x128Coop = ChainConfig<cute::bfloat16_t, 128, false, 1, false, 2, false>;
+using ChainF16x128SwigluCoop = ChainConfig<cute::half_t, 128, true, 1, false, 2, false>;
+using ChainBF16x128SwigluCoop = ChainConfig<cute::bfloat16_t, 128, true, 1, false, 2, false>;
 // Opt-in (cluster_m = 2): 2x1 clusters sharing B through TMA multicast.
 using ChainF16x128Cluster2 = ChainConfig<cute::half_t, 128, false, 2>;
 using ChainBF16x128Cluster2 = ChainConfig<cute::bfloat16_t, 128, false, 2>;
@@ -74,6 +81,12 @@ using ChainBF16x192StreamK = ChainConfig<cute::bfloat16_t, 192, false, 1, true>;
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x192StreamK) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x192StreamK)
 
+#define CUSYNC_SM90_CHAIN_COOP_INSTANCES(EXTERN)             \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x128Coop)        \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x128Coop)       \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x128SwigluCoop)  \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x128SwigluCoop)
+
 #define CUSYNC_SM90_CHAIN_N96_INSTANCES(EXTERN) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x96) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x96)
@@ -89,5 +102,6 @@ CUSYNC_SM90_CHAIN_BF16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_CLUSTER_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_STREAM_K_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_STREAM_K192_INSTANCES(extern)
+CUSYNC_SM90_CHAIN_COOP_INSTANCES(extern)
 
 }  // namespace cusync_sm90
