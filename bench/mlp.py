@@ -46,7 +46,8 @@ ESTIMATE_TFLOPS = 300.0
 
 def variants(activation: str, orders=()):
     """impl name -> plan_mlp keyword arguments (None: the XLA row). Each extra
-    tile order adds serial and the fused policies in that order ("@order")."""
+    tile order adds serial, the fused policies and RowSync-streams in that
+    order ("@order")."""
     # serial-sk: stream-K where the planner's rule says it pays (cusync/stream_k.h).
     out = {"xla": None, "serial": dict(mode="serial"), "serial-sk": dict(mode="serial", stream_k="auto")}
     policies = [cs.TileSync(), cs.RowSync()]
@@ -60,6 +61,7 @@ def variants(activation: str, orders=()):
         out[f"serial@{order}"] = dict(mode="serial", **kw)
         for policy in policies[:2]:
             out[f"{policy_name(policy)}-fused@{order}"] = dict(policy=policy, mode="fused", **kw)
+        out[f"RowSync-streams@{order}"] = dict(policy=cs.RowSync(), mode="streams", **kw)
     out["auto"] = {}
     return out
 
@@ -95,7 +97,8 @@ def order_kwargs(text: str) -> dict:
     """A variant spec -> plan_mlp keyword arguments. Comma-separated parts: a
     tile order ('grouped:4' -> order="grouped", group_rows=4; 'column_major'),
     'tile=128x64x64', 'cluster=2' (cluster_m), 'overlap=1' (serial's consumer
-    launched as a programmatic dependent of the producer; overlap=0 is the default)."""
+    launched as a programmatic dependent of the producer; overlap=0 is the default),
+    'mma=pingpong' or 'mma=cooperative' (mma_schedule of whole 128x128 tiles)."""
     kw = {}
     for part in text.split(","):
         key, eq, value = part.partition("=")
@@ -105,6 +108,10 @@ def order_kwargs(text: str) -> dict:
             kw["cluster_m"] = int(value)
         elif eq and key == "overlap":
             kw["optimizations"] = cs.Optimizations(overlap_launches=bool(int(value)))
+        elif eq and key == "mma":
+            if value not in cs.planner.MMA_SCHEDULES:
+                raise ValueError(f"mma: expected one of {cs.planner.MMA_SCHEDULES}, got {value!r}")
+            kw["mma_schedule"] = value
         elif eq:
             raise ValueError(f"unknown variant part {part!r}")
         else:
@@ -125,7 +132,8 @@ def describe(plan) -> str:
     cluster = f" cluster {plan.cluster_m}x1" if plan.cluster_m > 1 else ""
     sk = "".join(str(i + 1) for i, on in enumerate(plan.stream_k) if on)
     stream_k = f" stream-K {'/'.join(sk)}" if sk else ""
-    return f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}{stream_k}"
+    mma = f" mma={plan.mma_schedule}" if plan.mma_schedule != "auto" else ""
+    return f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}{stream_k}{mma}"
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
@@ -268,7 +276,8 @@ def main(argv=None):
     ap.add_argument("--variants", "--orders", dest="orders", nargs="*", default=[], type=order_arg,
                     help="extra variants to time (serial and fused, both GEMMs), each a tile order "
                          "(row_major, column_major, grouped or grouped:<band rows>) and/or "
-                         "tile=<m>x<n>x<k>, cluster=2, overlap=1, comma-separated: grouped:4,tile=128x64x64")
+                         "tile=<m>x<n>x<k>, cluster=2, overlap=1, mma=pingpong|cooperative, comma-separated: "
+                         "grouped:4,tile=128x64x64")
     ap.add_argument("--skip", nargs="*", default=[],
                     help="variants to leave out (names as printed, e.g. TileSync-streams); xla, serial "
                          "and auto always run")

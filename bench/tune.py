@@ -22,12 +22,16 @@ MARGIN = 1.01
 
 def parse_plan(text: str) -> tuple:
     """'128x128x64 cluster 2x1 RowSync fused grouped:4' ->
-    ([128, 128, 64], 'RowSync', 'fused', 'grouped', 4, 2, [False, False]) (the
+    ([128, 128, 64], 'RowSync', 'fused', 'grouped', 4, 2, [False, False], 'auto') (the
     cluster part is optional: 1); 'A/B' for two tiles gives [A, B] (producer,
-    consumer); a trailing 'stream-K 1/2' names the GEMMs that ran stream-K.
+    consumer); a trailing 'stream-K 1/2' names the GEMMs that ran stream-K,
+    and a last 'mma=<schedule>' the 128x128 tiles' MMA schedule (else auto).
     Results written before the order was printed ran row-major unless they
     named another order."""
     tile_text, *words = text.split(" ")
+    mma_schedule = "auto"
+    if words and words[-1].startswith("mma="):
+        mma_schedule = words.pop()[len("mma="):]
     tiles = [[int(v) for v in t.split("x")] for t in tile_text.split("/")]
     tile = tiles[0] if len(tiles) == 1 else tiles
     stream_k = [False, False]
@@ -42,7 +46,7 @@ def parse_plan(text: str) -> tuple:
         words = words[2:]
     policy, mode, *order = words
     name, _, band = (order[0] if order else "row_major").partition(":")
-    return tile, policy, mode, name, int(band) if band else 8, cluster_m, stream_k
+    return tile, policy, mode, name, int(band) if band else 8, cluster_m, stream_k, mma_schedule
 
 
 def shape_of(row: dict) -> dict:
@@ -62,12 +66,12 @@ def entries(result: dict) -> list:
         ours = min((r for r in rows if r["impl"] not in ("xla", "auto")), key=lambda r: r["ms"])
         entry = dict(shape_of(rows[0]), dtype=dtype, tokens=tokens)
         if xla / ours["ms"] >= MARGIN:
-            tile, policy, mode, order, band, cluster_m, stream_k = parse_plan(ours["plan"])
+            tile, policy, mode, order, band, cluster_m, stream_k, mma_schedule = parse_plan(ours["plan"])
             entry.update(impl=ours["impl"], policy=policy, mode=mode, tile=tile, order=order,
-                         group_rows=band, cluster_m=cluster_m, stream_k=stream_k)
+                         group_rows=band, cluster_m=cluster_m, stream_k=stream_k, mma_schedule=mma_schedule)
         else:
             entry.update(impl="xla", policy=None, mode="xla", tile=None, order=None, group_rows=8,
-                         cluster_m=1, stream_k=[False, False])
+                         cluster_m=1, stream_k=[False, False], mma_schedule="auto")
         entry["speedup_over_xla"] = round(xla / ours["ms"], 3)
         out.append(entry)
     return out

@@ -165,7 +165,8 @@ _mlp.defvjp(_mlp_fwd, _mlp_bwd)
 # -------------------------------------------------------------- public API
 def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy="auto",
                tile=None, mode: str = "auto", optimizations: Optional[Optimizations] = None,
-               cpu: Optional[CpuOptions] = None, stream_k=None, plan: Optional[MlpPlan] = None):
+               cpu: Optional[CpuOptions] = None, stream_k=None, mma_schedule: str = "auto",
+               plan: Optional[MlpPlan] = None):
     """``act(x @ w1 + b1) @ w2 + b2`` with the two GEMMs synchronized tile by tile.
 
     x: [..., hidden] (leading dimensions fold into tokens); w1: [hidden, ffn]
@@ -181,6 +182,8 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     optimizations: an Optimizations; cpu: CpuOptions for the CPU executor.
     stream_k: serial mode on the Hopper kernel: None (off), "auto" (where it
     pays), a bool, or (producer, consumer) bools (plan_mlp).
+    mma_schedule: the Hopper kernel's form of whole 128x128 tiles: "auto",
+    "pingpong" or "cooperative" (plan_mlp).
     plan: a complete MlpPlan (from plan_mlp(...).plan), overriding the above.
 
     With everything automatic on a GPU, shapes where XLA's own ops measured (or
@@ -199,7 +202,7 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     if plan is None:
         plan = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=default_device(),
                         tile=tile, policy=policy, mode=mode, optimizations=optimizations,
-                        cpu=cpu, dtype=dtype, stream_k=stream_k).plan
+                        cpu=cpu, dtype=dtype, stream_k=stream_k, mma_schedule=mma_schedule).plan
     elif not isinstance(plan, MlpPlan):
         raise TypeError(f"plan: expected an MlpPlan, got {type(plan).__name__}")
     if plan.fallback:

@@ -123,6 +123,9 @@ class MlpPlan:
     # same math without it.
     stream_k: tuple = (False, False)
     stream_k_ctas: int = 0
+    # Kernel family 1, whole 128x128 tiles without clusters or stream-K: how
+    # the two MMA warpgroups share them (MMA_SCHEDULES).
+    mma_schedule: str = "auto"
 
     def attributes(self, activation_code: int) -> dict:
         """The FFI attributes (names as in ffi/common/mlp_spec.h)."""
@@ -134,6 +137,7 @@ class MlpPlan:
             mode=MODE_CODES[self.mode], optimizations=self.optimizations.bits(),
             group_rows=self.group_rows, cluster_m=self.cluster_m,
             stream_k1=int(self.stream_k[0]), stream_k2=int(self.stream_k[1]), stream_k_ctas=self.stream_k_ctas,
+            mma_schedule=MMA_SCHEDULES.index(self.mma_schedule),
             kernel=self.kernel, threads=self.cpu.threads, delay_us=self.cpu.delay_us,
             seed=self.cpu.seed, wait_timeout_ms=self.cpu.wait_timeout_ms)
 
@@ -337,13 +341,22 @@ def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, ti
 
 
 TILE_ORDERS = ("row_major", "column_major", "grouped")
+# How kernel family 1 runs whole 128x128 tiles (codes as in
+# ffi/common/plan_attrs.h): "pingpong", each MMA warpgroup owns every other
+# tile, so one's epilogue runs under the other's mainloop; "cooperative",
+# both on every tile, 64 rows each; "auto", cooperative where a launch gives
+# a CTA at most two tiles. Measured (bench/NOTES_sm90.md, stop 17):
+# cooperative 0.86-0.95x of pingpong's time at 256 tokens in every mode,
+# 1.03-1.10x from 1536 tokens on in serial and RowSync modes, 0.95-1.0x with
+# TileSync; at 512 tokens in serial mode pingpong won.
+MMA_SCHEDULES = ("auto", "pingpong", "cooperative")
 
 
 def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
              activation: str = "gelu", device="h200", tile=None, policy="auto", mode="auto",
              optimizations: Optional[Optimizations] = None,
              cpu: Optional[CpuOptions] = None, dtype=None, order: Optional[str] = None,
-             group_rows: int = 8, cluster_m: int = 1, stream_k=None,
+             group_rows: int = 8, cluster_m: int = 1, stream_k=None, mma_schedule: str = "auto",
              allow_fallback: bool = True) -> MlpPlanReport:
     """Plans y = act(x @ w1) @ w2 with x [tokens, hidden], w1 [hidden, ffn]
     (2 * ffn for SwiGLU), w2 [ffn, out] (out defaults to hidden).
@@ -383,12 +396,30 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     wider whole tiles). Opt-in: measured 0.72-0.93x of whole tiles' time
     where the rule applies (bench/NOTES_sm90.md); the measured table may
     name it.
+
+    mma_schedule: how the Hopper kernel runs whole 128x128x64 tiles (of a
+    GEMM without clusters or stream-K): "pingpong", "cooperative" or "auto"
+    (MMA_SCHEDULES says when each won); the measured table may name one.
     """
     rep = _plan_mlp(tokens, hidden, ffn, out, activation=activation, device=device, tile=tile,
                     policy=policy, mode=mode, optimizations=optimizations, cpu=cpu, dtype=dtype,
                     order=order, group_rows=group_rows, cluster_m=cluster_m, stream_k=stream_k,
-                    allow_fallback=allow_fallback)
-    return _with_stream_k(rep, stream_k, device, cpu)
+                    mma_schedule=mma_schedule, allow_fallback=allow_fallback)
+    return _with_mma_schedule(_with_stream_k(rep, stream_k, device, cpu), mma_schedule)
+
+
+def _with_mma_schedule(rep: MlpPlanReport, mma_schedule: str) -> MlpPlanReport:
+    if mma_schedule == "auto" or rep.plan.fallback:
+        return rep
+    plan = rep.plan
+    chooses = (plan.kernel == 1 and plan.cluster_m == 1 and
+               any(t == TileShape(128, 128, 64) and not sk for t, sk in zip((plan.tile1, plan.tile2), plan.stream_k)))
+    if not chooses:
+        raise ValueError(f"mma_schedule={mma_schedule!r}: applies to whole 128x128x64 tiles of the Hopper kernel "
+                         f"(family 1) without clusters or stream-K; the plan runs kernel {plan.kernel}, tiles "
+                         f"{plan.tile1.text} and {plan.tile2.text}, cluster_m {plan.cluster_m}, stream_k "
+                         f"{plan.stream_k}")
+    return dataclasses.replace(rep, plan=dataclasses.replace(plan, mma_schedule=mma_schedule))
 
 
 def _with_stream_k(rep: MlpPlanReport, stream_k, device, cpu) -> MlpPlanReport:
@@ -439,7 +470,7 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
               activation: str = "gelu", device="h200", tile=None, policy="auto", mode="auto",
               optimizations: Optional[Optimizations] = None,
               cpu: Optional[CpuOptions] = None, dtype=None, order: Optional[str] = None,
-              group_rows: int = 8, cluster_m: int = 1, stream_k=None,
+              group_rows: int = 8, cluster_m: int = 1, stream_k=None, mma_schedule: str = "auto",
               allow_fallback: bool = True) -> MlpPlanReport:
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
         if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
@@ -462,6 +493,8 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
         raise ValueError(f"group_rows: expected a positive int, got {group_rows!r}")
     if not isinstance(cluster_m, int) or isinstance(cluster_m, bool) or cluster_m not in (1, 2):
         raise ValueError(f"cluster_m: expected 1 or 2, got {cluster_m!r}")
+    if mma_schedule not in MMA_SCHEDULES:
+        raise ValueError(f"mma_schedule: expected one of {MMA_SCHEDULES}, got {mma_schedule!r}")
     tiles = _as_tiles(tile)
     if cluster_m == 2:
         if slices > 1:
@@ -476,7 +509,7 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
                          f"device {model.name} is {model.arch / 10:.1f}")
     run_mode = "fused" if mode == "auto" else mode
     automatic = (chosen_policy is None and mode == "auto" and tiles is None and order is None
-                 and group_rows == 8 and cluster_m == 1 and stream_k is None)
+                 and group_rows == 8 and cluster_m == 1 and stream_k is None and mma_schedule == "auto")
     tuned = automatic and allow_fallback and not on_cpu
 
     def xla_instead(source):
@@ -496,7 +529,7 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
                            tile=choice.tile, policy=choice.policy, mode=choice.mode,
                            order=choice.order, group_rows=choice.group_rows,
                            cluster_m=choice.cluster_m, stream_k=choice.stream_k,
-                           optimizations=optimizations, cpu=cpu)
+                           mma_schedule=choice.mma_schedule, optimizations=optimizations, cpu=cpu)
             return dataclasses.replace(rep, source="measured")
 
     # Candidates: (tile1, tile2, kernel config or None for the CPU / a model).

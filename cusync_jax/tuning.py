@@ -38,6 +38,7 @@ class TunedChoice:
     group_rows: int = 8          # the grouped order's band height
     cluster_m: int = 1           # Hopper kernel: CTAs per cluster along the rows
     stream_k: tuple = (False, False)  # serial mode: (producer, consumer) GEMMs stream-K
+    mma_schedule: str = "auto"   # Hopper kernel, whole 128x128 tiles (planner.MMA_SCHEDULES)
 
     @property
     def fallback(self) -> bool:
@@ -78,7 +79,8 @@ def _choice(entry: dict) -> TunedChoice:
     policy = policy_from_name(entry["policy"]) if entry.get("policy") else None
     return TunedChoice(entry["impl"], entry["tokens"], policy, entry["mode"], tile,
                        entry["speedup_over_xla"], entry.get("order"), entry.get("group_rows", 8),
-                       entry.get("cluster_m", 1), tuple(entry.get("stream_k", (False, False))))
+                       entry.get("cluster_m", 1), tuple(entry.get("stream_k", (False, False))),
+                       entry.get("mma_schedule", "auto"))
 
 
 def lookup(device_name: str, tokens: int, hidden: int, ffn: int, out: int, activation: str,

@@ -237,3 +237,30 @@ def test_stream_k_auto_weighs_a_stream_k_gemm_against_wider_tiles():
     # At 512 tokens 128 tiles of 128x192 fill one wave: better than stream-K.
     plan = cs.plan_mlp(512, 12288, 6144, device="h200", mode="serial", stream_k="auto").plan
     assert (plan.tile1.n, plan.stream_k) == (192, (False, False))
+
+
+def test_mma_schedule_is_a_plan_choice_of_whole_128x128_tiles():
+    auto = cs.plan_mlp(256, 8192, 2816, activation="swiglu", device="h200", policy="rowsync", mode="fused",
+                       tile=(128, 128, 64)).plan
+    assert auto.mma_schedule == "auto" and auto.attributes(0)["mma_schedule"] == 0
+    for name, code in (("pingpong", 1), ("cooperative", 2)):
+        plan = cs.plan_mlp(256, 8192, 2816, activation="swiglu", device="h200", policy="rowsync",
+                           mode="fused", tile=(128, 128, 64), mma_schedule=name).plan
+        assert plan.mma_schedule == name and plan.attributes(0)["mma_schedule"] == code
+    # One GEMM on whole 128x128 tiles is enough for the choice to apply.
+    pair = cs.plan_mlp(256, 12288, 6144, device="h200", mode="serial",
+                       tile=((128, 128, 64), (128, 192, 64)), mma_schedule="cooperative").plan
+    assert pair.mma_schedule == "cooperative"
+    with pytest.raises(ValueError, match="mma_schedule: expected one of"):
+        cs.plan_mlp(256, 512, 512, device="h200", mma_schedule="coop")
+    # Nothing for it to choose: wider tiles, clusters, stream-K, the CPU executor.
+    for kw in (dict(tile=(128, 256, 64)), dict(tile=(128, 128, 64), cluster_m=2),
+               dict(tile=(128, 128, 64), stream_k=True)):
+        with pytest.raises(ValueError, match="mma_schedule='pingpong': applies to whole 128x128x64"):
+            cs.plan_mlp(1024, 4096, 4096, device="h200", mode="serial", policy="rowsync",
+                        mma_schedule="pingpong", **kw)
+    with pytest.raises(ValueError, match="mma_schedule='cooperative'"):
+        cs.plan_mlp(256, 512, 512, device="cpu", mma_schedule="cooperative")
+    # A choice made by hand is not the measured table's: the model plans it.
+    assert cs.plan_mlp(256, 8192, 2816, activation="swiglu", device="h200",
+                       mma_schedule="cooperative").source != "measured"

@@ -168,9 +168,11 @@ def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path)
     # A plan written before orders were printed ran row-major.
     assert tune.parse_plan("128x256x64 TileSync fused")[3] == "row_major"
     assert tune.parse_plan("128x128x64 cluster 2x1 RowSync fused grouped") == (
-        [128, 128, 64], "RowSync", "fused", "grouped", 8, 2, [False, False])
+        [128, 128, 64], "RowSync", "fused", "grouped", 8, 2, [False, False], "auto")
+    assert tune.parse_plan("128x128x64 RowSync serial grouped stream-K 1 mma=cooperative")[6:] == (
+        [True, False], "cooperative")
     assert tune.parse_plan("128x128x64 RowSync fused")[5] == 1
-    assert tune.parse_plan("128x128x64 RowSync serial grouped stream-K 1/2")[2:] == (
+    assert tune.parse_plan("128x128x64 RowSync serial grouped stream-K 1/2")[2:7] == (
         "serial", "grouped", 8, 1, [True, True])
     assert tune.parse_plan("128x128x64 RowSync serial grouped stream-K 2")[6] == [False, True]
     assert tune.parse_plan("128x128x64/128x192x64 RowSync serial grouped")[0] == [[128, 128, 64],
@@ -191,3 +193,13 @@ def test_a_table_entry_may_name_a_tile_per_gemm():
     plan = cs.plan_mlp(256, 12288, 6144, device="h200", tile=choice.tile, policy=choice.policy,
                        mode=choice.mode, order=choice.order).plan
     assert (plan.tile1.n, plan.tile2.n) == (128, 192)
+
+
+def test_a_table_entry_may_name_the_mma_schedule():
+    entry = dict(impl="RowSync-fused", tokens=256, policy="RowSync", mode="fused", tile=[128, 128, 64],
+                 speedup_over_xla=1.02, order="grouped", mma_schedule="cooperative")
+    choice = tuning._choice(entry)
+    assert choice.mma_schedule == "cooperative"
+    # Tables written before the schedule was a choice ran the rule.
+    older = {k: v for k, v in entry.items() if k != "mma_schedule"}
+    assert tuning._choice(older).mma_schedule == "auto"

@@ -32,6 +32,9 @@ struct MlpSpec {
   // the same math without it.
   bool stream_k1 = false, stream_k2 = false;
   int stream_k_ctas = 0;
+  // Kernel family 1, whole 128x128 tiles: how the two MMA warpgroups share
+  // them (the CPU executor runs the same math either way).
+  MmaSchedule mma_schedule = MmaSchedule::kAuto;
   // CPU executor controls (ignored on GPU): worker threads (0 = all cores),
   // random per-tile delay bound and its seed (testing), wait timeout.
   int threads = 0;
@@ -77,6 +80,8 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   CUSYNC_GET("stream_k1", &sk1)
   CUSYNC_GET("stream_k2", &sk2)
   CUSYNC_GET("stream_k_ctas", &spec->stream_k_ctas)
+  int mma = 0;
+  CUSYNC_GET("mma_schedule", &mma)
   CUSYNC_GET("threads", &spec->threads)
   CUSYNC_GET("delay_us", &spec->delay_us)
   CUSYNC_GET("seed", &spec->seed)
@@ -95,6 +100,9 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
                                   std::to_string(mode) + ", stream_k_ctas " + std::to_string(spec->stream_k_ctas));
   spec->stream_k1 = sk1 != 0;
   spec->stream_k2 = sk2 != 0;
+  if (mma < 0 || mma > 2)
+    return Error::InvalidArgument("cusync_jax: unknown mma_schedule code " + std::to_string(mma));
+  spec->mma_schedule = static_cast<MmaSchedule>(mma);
   if (tm1 <= 0 || tn1 <= 0 || tm2 <= 0 || tn2 <= 0 || spec->tile_k1 <= 0 || spec->tile_k2 <= 0)
     return Error::InvalidArgument("cusync_jax: tile sizes must be positive");
 

@@ -15,6 +15,13 @@ enum class Mode : int {
   kFused = 2,    // one persistent worker set takes producer tiles, then consumer tiles
 };
 
+// How kernel family 1 runs whole 128x128 tiles (Python: planner.MMA_SCHEDULES).
+enum class MmaSchedule : int {
+  kAuto = 0,         // cooperative where a launch gives a CTA at most two tiles, else pingpong
+  kPingpong = 1,     // each MMA warpgroup owns every other tile
+  kCooperative = 2,  // both MMA warpgroups on every tile, 64 rows each
+};
+
 namespace internal {
 template <class T>
 inline xla::ffi::Error get_attr(const xla::ffi::Dictionary& d, const char* name, T* out) {

@@ -219,12 +219,15 @@ Error with_config(bool bf16, int n, bool swiglu, int cluster_m, bool stream_k, b
 
 // The configuration that runs stage 0 (producer) or 1 (consumer) of the plan,
 // in a launch of `positions` whole-tile positions (the fused mode: both
-// stages').
+// stages'); the plan's MMA schedule, or the rule, picks 128x128's form.
 template <class F>
 Error with_stage_config(const MlpSpec& s, bool bf16, int stage, int positions, const DeviceInfo& device, F&& f) {
   const cusync::Stage& st = stage == 0 ? s.producer : s.consumer;
+  const bool cooperative = s.mma_schedule == cusync_ffi::MmaSchedule::kAuto
+                               ? runs_cooperative(positions, device)
+                               : s.mma_schedule == cusync_ffi::MmaSchedule::kCooperative;
   return with_config(bf16, st.tile_cols, stage == 0 && s.producer.slices == 2, s.cluster_m,
-                     stage == 0 ? s.stream_k1 : s.stream_k2, runs_cooperative(positions, device), f);
+                     stage == 0 ? s.stream_k1 : s.stream_k2, cooperative, f);
 }
 
 std::string tile_text(const cusync::Stage& st, int k) {
@@ -257,6 +260,17 @@ Error check_plan(const MlpSpec& s) {
         "cusync_jax: kernel family 1 runs cluster_m = 2 only with 128x128x64 tiles and a one-slice "
         "activation (not SwiGLU); the plan asks for cluster_m " + std::to_string(s.cluster_m) + ", tiles " +
         tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2) + (swiglu ? ", SwiGLU" : ""));
+  }
+  if (s.mma_schedule != cusync_ffi::MmaSchedule::kAuto) {
+    // A chosen schedule must choose something: some GEMM on whole 128x128
+    // tiles, without clusters or stream-K (their forms are fixed).
+    const bool chooses = s.cluster_m == 1 && ((P.tile_cols == 128 && !s.stream_k1) ||
+                                              (C.tile_cols == 128 && !s.stream_k2));
+    if (!chooses)
+      return Error::InvalidArgument("cusync_jax: mma_schedule applies to whole 128x128x64 tiles without clusters "
+                                    "or stream-K; the plan runs " + tile_text(P, s.tile_k1) + " and " +
+                                    tile_text(C, s.tile_k2) + ", cluster_m " + std::to_string(s.cluster_m) +
+                                    (s.stream_k1 || s.stream_k2 ? ", stream-K" : ""));
   }
   for (int stage = 0; stage < 2; ++stage) {
     const cusync::Stage& st = stage == 0 ? P : C;
