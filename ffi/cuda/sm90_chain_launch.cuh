@@ -76,6 +76,50 @@ cudaLaunchAttribute cluster_attribute() {
   return a;
 }
 
+// One convolution of an implicit-GEMM pair (Cfg::kConvA): out[pixels, n_all]
+// = activation(conv(x, w) + bias) (+ residual), x [images, height, width, c]
+// NHWC, w [r, s, c, n_all] HWIO viewed as B [r * s * c, n_all], stride 1, SAME.
+// c must be a multiple of Cfg::kTileK (a k-block is one tap's channel block)
+// and of 8 with n_all (16-byte TMA strides); r = s = 1 or 3. Fails (returns
+// false) where the driver refuses the im2col descriptor.
+template <class Cfg>
+bool make_conv_stage(GemmStage<Cfg>* out_stage, typename Cfg::Element const* x, int images, int height, int width,
+                     int c, int filter, typename Cfg::Element const* w, int n_all, typename Cfg::Element* out,
+                     typename Cfg::Element const* bias, typename Cfg::Element const* residual,
+                     cusync::Stage tiling, cusync::Activation activation) {
+  static_assert(Cfg::kConvA);
+  using E = typename Cfg::Element;
+  const int pixels = images * height * width;
+  const int k = filter * filter * c;
+  // B, the epilogue and the schedule are the GEMM's; A's tiled view (x as
+  // [pixels, c]) goes unused, and the k loop runs over every tap.
+  GemmStage<Cfg> g = make_gemm_stage<Cfg>(x, pixels, c, c, w, n_all, out, n_all, bias, tiling, activation);
+  g.k = k;
+  auto& a = g.conv;
+  a.height = height;
+  a.width = width;
+  a.images = images;
+  a.channel_blocks = c / Cfg::kTileK;
+  a.filter_s = filter;
+  a.corner = -(filter / 2);
+  a.residual = residual;
+  // dims and strides innermost first: (c, w, h, n); strides in bytes of dims 1..3.
+  const cuuint64_t dims[4] = {cuuint64_t(c), cuuint64_t(width), cuuint64_t(height), cuuint64_t(images)};
+  const cuuint64_t strides[3] = {cuuint64_t(c) * sizeof(E), cuuint64_t(width) * c * sizeof(E),
+                                 cuuint64_t(height) * width * c * sizeof(E)};
+  // The box of base pixels (w, h) at offset 0: [corner, extent - 1 + corner],
+  // so the output has the input's size and the taps span 0..filter-1.
+  const int lower[2] = {a.corner, a.corner}, upper[2] = {a.corner, a.corner};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUresult r = CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeIm2col)(
+      &a.im2col, std::is_same_v<E, cute::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+      4, const_cast<E*>(x), dims, strides, lower, upper, cuuint32_t(Cfg::kTileK), cuuint32_t(Cfg::kTileM),
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  *out_stage = g;
+  return r == CUDA_SUCCESS;
+}
+
 // Clusters of Cfg::kClusterM CTAs that fit the device at once (one CTA per
 // SM); sm_count / kClusterM where the occupancy query fails. Asked once per
 // configuration and SM count.
