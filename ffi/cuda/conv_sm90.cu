@@ -75,16 +75,7 @@ Error launch_stage(const ConvPairSpec& s, const ConvBuffers& b, int stage, bool 
   ChainParams<Cfg> p = sync_params<Cfg>(s, b);
   GemmStage<Cfg> g{};
   if (auto e = conv_stage<Cfg>(s, b, stage, &g); e.failure()) return e;
-  p.stage[0] = p.stage[1] = g;
-  // A consumer's waits read the producer's tiling from stage[0].
-  if (stage == 1) p.stage[0].tiling = s.producer;
-  const int positions = g.tiling.tile_count();
-  p.tiles0 = stage == 0 ? positions : 0;
-  p.begin = 0;
-  p.end = positions;
-  p.counter = b.sync + (stage == 0 ? cusync::kProducerCounter : cusync::kConsumerCounter);
-  p.producer_posts = p.consumer_waits = synced;
-  if (synced && stage == 0) p.started = b.sync + cusync::kProducerStarted;
+  single_stage_schedule(p, g, stage, s.producer, synced, b.sync);
   return launch(p, device, stream,
                 stage == 0 ? "launching the Hopper conv producer" : "launching the Hopper conv consumer");
 }

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "cuda/sm90_chain_kernel.cuh"
+#include "cusync/sync_layout.h"
 
 namespace cusync_sm90 {
 
@@ -63,6 +64,25 @@ GemmStage<Cfg> make_swiglu_producer_stage(typename Cfg::Element const* x, int ro
   g.tma_up = Cfg::make_tma_b_half(w1 + ffn, ffn, k, 2 * ffn);
   g.bias_up = b1 != nullptr ? b1 + ffn : nullptr;
   return g;
+}
+
+// The schedule of a launch that runs one GEMM of a pair on its own (serial
+// and streams modes): stage 0 (producer) or 1 (consumer, whose waits read the
+// producer's tiling from stage[0]), on the pair's sync words. synced: the
+// producer posts (and flags that it runs, for the wait kernel), the
+// consumer waits.
+template <class Cfg>
+void single_stage_schedule(ChainParams<Cfg>& p, const GemmStage<Cfg>& g, int stage,
+                           const cusync::Stage& producer_tiling, bool synced, int* sync) {
+  p.stage[0] = p.stage[1] = g;
+  if (stage == 1) p.stage[0].tiling = producer_tiling;
+  const int positions = schedule_positions<Cfg>(g.tiling);
+  p.tiles0 = stage == 0 ? positions : 0;
+  p.begin = 0;
+  p.end = positions;
+  p.counter = sync + (stage == 0 ? cusync::kProducerCounter : cusync::kConsumerCounter);
+  p.producer_posts = p.consumer_waits = synced;
+  if (synced && stage == 0) p.started = sync + cusync::kProducerStarted;
 }
 
 // The launch attribute of Cfg's 2x1 clusters.
