@@ -111,10 +111,11 @@ bool make_conv_stage(GemmStage<Cfg>* out_stage, typename Cfg::Element const* x, 
   using E = typename Cfg::Element;
   const int pixels = images * height * width;
   const int k = filter * filter * c;
-  // B, the epilogue and the schedule are the GEMM's; A's tiled view (x as
-  // [pixels, c]) goes unused, and the k loop runs over every tap.
+  // The epilogue and the schedule are the GEMM's; A's tiled view (x as
+  // [pixels, c]) goes unused, and the k loop and B run over every tap.
   GemmStage<Cfg> g = make_gemm_stage<Cfg>(x, pixels, c, c, w, n_all, out, n_all, bias, tiling, activation);
   g.k = k;
+  g.tma_b = Cfg::make_tma_b(w, n_all, k, n_all);  // every tap's rows of B, not only the first c
   auto& a = g.conv;
   a.height = height;
   a.width = width;
