@@ -71,9 +71,27 @@ def _split_synced(x, k1, k2, b1, b2, *, policy, mode, slots):
     return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, plan=plan)
 
 
-def implementations(split_k: bool = False):
+def _hopper_synced(x, k1, k2, b1, b2, *, policy, mode):
+    """The pair on the Hopper conv (kernel family 1): 128x64 tiles for 64
+    mid channels, else 128x128."""
+    n, h, w, c0 = x.shape
+    c1, c2 = k1.shape[3], k2.shape[3]
+    tile = (128, 64, 64) if c1 == 64 else (128, 128, 64)
+    plan = cs.plan_conv_pair(n, h, w, c0, c1, c2, device="h200", policy=policy, mode=mode, tile=tile).plan
+    return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, plan=plan)
+
+
+def hopper_runs(layer: str) -> bool:
+    """Whether the Hopper conv takes a layer (in and mid channels multiples of 64)."""
+    _, c0, c1, _ = LAYERS[layer]
+    return c0 % 64 == 0 and c1 % 64 == 0
+
+
+def implementations(split_k: bool = False, hopper: bool = False):
     """impl name -> fn(x, k1, k2, b1, b2) -> y. split_k: also the serial and
-    RowSync-fused pairs with split_for's shares ("...@split")."""
+    RowSync-fused pairs with split_for's shares ("...@split"). hopper: also
+    the Hopper conv in serial mode and every policy in the fused and streams
+    modes ("sm90-...")."""
     impls = {"xla": lambda x, k1, k2, b1, b2: cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2,
                                                                      precision=None),
              "serial": lambda *a: _synced(*a, policy=cs.Conv2DTileSync(3, 3), mode="serial")}
@@ -82,6 +100,12 @@ def implementations(split_k: bool = False):
             impls[f"{name}-{mode}"] = (lambda p, m: lambda *a: _synced(*a, policy=p, mode=m))(
                 policy, mode)
     impls["auto"] = lambda *a: _synced(*a)
+    if hopper:
+        impls["sm90-serial"] = lambda *a: _hopper_synced(*a, policy=cs.Conv2DTileSync(3, 3), mode="serial")
+        for name, policy in POLICIES.items():
+            for mode in ("streams", "fused"):
+                impls[f"sm90-{name}-{mode}"] = (lambda p, m: lambda *a: _hopper_synced(*a, policy=p, mode=m))(
+                    policy, mode)
     if split_k:
         slots = cs.H200.sms * 2  # two 256-thread CTAs per SM (44.5 KB of shared memory each)
         for name, policy, mode in (("serial@split", cs.Conv2DTileSync(3, 3), "serial"),
@@ -165,6 +189,8 @@ def main():
                     help="timed launches per variant, variants alternated; the median is kept")
     ap.add_argument("--split-k", action="store_true",
                     help="also time serial and RowSync-fused with split-K shares (split_for)")
+    ap.add_argument("--hopper", action="store_true",
+                    help="also time the Hopper conv (kernel family 1) on the layers it takes")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", type=pathlib.Path, default=None)
@@ -179,11 +205,12 @@ def main():
     commit = args.commit or commit
     dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
     dtype = jnp.dtype(args.dtype)
-    impls = implementations(args.split_k)
+    all_impls = implementations(args.split_k, args.hopper)
     rows = []
-    print(f"{'layer':24s} {'batch':>5s} " + " ".join(f"{n:>22s}" for n in impls))
+    print(f"{'layer':24s} {'batch':>5s} " + " ".join(f"{n:>22s}" for n in all_impls))
     for layer in args.layers:
         size, c0, c1, c2 = LAYERS[layer]
+        impls = {n: f for n, f in all_impls.items() if hopper_runs(layer) or not n.startswith("sm90-")}
         for batch in args.batches:
             ops = inputs(batch, size, c0, c1, c2, dtype)
             reps = args.reps or reps_for(impls["xla"], ops)

@@ -241,7 +241,10 @@ def plot(rows, path: pathlib.Path):
         for impl in impls:
             ms = {r["tokens"]: r["ms"] for r in rs if r["impl"] == impl}
             style = "k--" if impl == "serial" else ("-o" if impl == "auto" else "-")
-            ax.plot(range(len(tokens)), [xla[t] / ms[t] for t in tokens], style, label=impl,
+            # A variant a plan refuses at some token counts (e.g. a forced
+            # mma_schedule where the tiles are not 128x128) leaves gaps.
+            ax.plot(range(len(tokens)), [xla[t] / ms[t] if t in ms else float("nan") for t in tokens], style,
+                    label=impl,
                     linewidth=2 if impl in ("serial", "auto") else 1, markersize=4)
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_xticks(range(len(tokens)), [str(t) for t in tokens], rotation=45)

@@ -101,7 +101,7 @@ def _cuda_lowering(ctx, *args, plan: ConvPairPlan, activation: str):
         raise TypeError(f"x: the CUDA conv pair runs float16 and bfloat16, got {dtype}; cast the "
                         "operands (float32 runs on the CPU backend)")
     for t in (plan.tile1, plan.tile2):
-        kernels.cuda_config_for(t, kernels.CONV_CUDA_CONFIGS)
+        kernels.cuda_config_for(t, kernels.CONV_CUDA_CONFIGS + kernels.CONV_SM90_CONFIGS)
     return _lowering(ctx, *args, plan=plan, activation=activation)
 
 

@@ -89,6 +89,27 @@ def _cpu_k_block(channels: int) -> int:
     return max(d for d in range(1, min(channels, 64) + 1) if channels % d == 0)
 
 
+def _check_sm90_conv(model, tiles, channels, f1, f2, split_k, mode) -> None:
+    """What the Hopper conv (kernels.CONV_SM90_CONFIGS) needs, said before anything runs."""
+    hopper = {c.tile for c in kernels.CONV_SM90_CONFIGS}
+    if model.arch not in (0, 90):
+        raise ValueError(f"tile: {tiles[0].text} is the Hopper conv's (compute capability 9.0); device "
+                         f"{model.name} is {model.arch / 10:.1f}")
+    if tiles[1] not in hopper:
+        raise ValueError(f"tile: the Hopper conv runs both convolutions on {sorted(t.text for t in hopper)}; "
+                         f"got {tiles[0].text} and {tiles[1].text}")
+    if mode == "fused" and tiles[0] != tiles[1]:
+        raise ValueError(f"tile: the fused mode runs both convolutions in one kernel, so with one tile; got "
+                         f"{tiles[0].text} and {tiles[1].text} (take mode 'serial' or 'streams')")
+    c0, c1, c2 = channels
+    if c0 % 64 or c1 % 64 or c2 % 8:
+        raise ValueError(f"channels: the Hopper conv needs in and mid channels that are multiples of 64 and "
+                         f"out channels a multiple of 8 (a k-block is one filter tap's 64 channels); got "
+                         f"{c0}, {c1}, {c2}")
+    if split_k != (1, 1):
+        raise ValueError(f"split_k: the Hopper conv has no split-K; got {split_k}")
+
+
 def _as_filter(name: str, f) -> tuple:
     f = (f, f) if isinstance(f, int) else tuple(f)
     if f not in FILTERS:
@@ -163,8 +184,11 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
                            TileShape(default.m, default.n, _cpu_k_block(mid_channels)))
         candidates = [(t1, t2, None)]
     elif tiles is not None:
-        known = {c.tile: c for c in kernels.CONV_CUDA_CONFIGS}
-        candidates = [(tiles[0], tiles[1], known.get(tiles[0]))]
+        known = {c.tile: c for c in kernels.CONV_CUDA_CONFIGS + kernels.CONV_SM90_CONFIGS}
+        config = known.get(tiles[0])
+        if config is not None and config.kernel == 1:
+            _check_sm90_conv(model, tiles, (in_channels, mid_channels, out_channels), f1, f2, split_k, run_mode)
+        candidates = [(tiles[0], tiles[1], config)]
     else:
         candidates = [(c.tile, c.tile, c) for c in kernels.CONV_CUDA_CONFIGS]
 

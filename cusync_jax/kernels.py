@@ -116,6 +116,14 @@ CONV_CUDA_CONFIGS = (
     # serial at 0.12-0.58x of XLA (cuDNN); split-K shares reach 0.58-0.89x at batch 1.
     KernelConfig(0, TileShape(128, 64, 32), 2, "sm80_conv_128x64x32", relative_rate=0.3),
 )
+# The Hopper conv (kernel family 1: the GEMM-chain kernel with an im2col A;
+# ffi/cuda/conv_sm90.cu): in and mid channels multiples of 64, no split-K.
+# Not yet measured, so opt-in: plan_conv_pair takes it only for a tile named
+# explicitly, and the planner never chooses it.
+CONV_SM90_CONFIGS = (
+    KernelConfig(1, TileShape(128, 64, 64), 1, "sm90_conv_128x64x64", min_arch=90, max_arch=90),
+    KernelConfig(1, TileShape(128, 128, 64), 1, "sm90_conv_128x128x64", min_arch=90, max_arch=90),
+)
 
 
 def cuda_configs_for_arch(arch: int, configs=CUDA_CONFIGS) -> tuple:

@@ -209,6 +209,24 @@ def test_plan_conv_pair_bad_arguments():
         cs.plan_conv_pair(1, 7, 7, 8, 8, filter2=5)
 
 
+def test_the_hopper_conv_is_opt_in_and_checked():
+    # Kernel family 1 only for a tile named explicitly; never the planner's choice.
+    assert cs.plan_conv_pair(8, 28, 28, 128, 128, device="h200", policy="rowsync", mode="fused").plan.kernel == 0
+    plan = cs.plan_conv_pair(8, 28, 28, 128, 128, device="h200", tile=(128, 128, 64), mode="serial").plan
+    assert plan.kernel == 1 and plan.tile1 == cs.TileShape(128, 128, 64)
+    assert cs.plan_conv_pair(1, 56, 56, 64, 64, device="h200", tile=(128, 64, 64)).plan.kernel == 1
+    with pytest.raises(ValueError, match="is the Hopper conv's"):
+        cs.plan_conv_pair(1, 56, 56, 64, 64, device="a100", tile=(128, 64, 64))
+    with pytest.raises(ValueError, match="in and mid channels that are multiples of 64"):
+        cs.plan_conv_pair(1, 56, 56, 3, 64, device="h200", tile=(128, 64, 64))
+    with pytest.raises(ValueError, match="split_k: the Hopper conv has no split-K"):
+        cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", tile=(128, 128, 64), split_k=(2, 1))
+    with pytest.raises(ValueError, match="runs both convolutions on"):
+        cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", tile=((128, 128, 64), (128, 64, 32)), mode="serial")
+    with pytest.raises(ValueError, match="the fused mode runs both convolutions in one kernel"):
+        cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", tile=((128, 128, 64), (128, 64, 64)), mode="fused")
+
+
 def test_split_k_is_checked_sizes_the_sync_buffer_and_runs_unsplit_on_the_cpu():
     # CUDA tiles 128x64x32: 7x7x512 at batch 1 has 8 tiles per conv of
     # 9 taps x 16 channel blocks = 144 k-blocks.

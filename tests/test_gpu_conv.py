@@ -25,22 +25,29 @@ def reference(ops):
     return cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2, residual=res)
 
 
+def check_every_run(ops, run):
+    """run(mode, policy) -> y for each of RUNS: each matches XLA, and all are
+    bitwise equal (every tile accumulates in the same order whatever the
+    schedule)."""
+    x, _, k2 = ops[:3]
+    want = reference(ops)
+    results = {}
+    for mode, policy in RUNS:
+        y = run(mode, policy)
+        assert y.dtype == x.dtype and y.shape == x.shape[:3] + (k2.shape[3],)
+        assert rel_err(y, want) < TOL[x.dtype.type], (mode, policy)
+        results[(mode, type(policy).__name__)] = np.asarray(y)
+    first = next(iter(results.values()))
+    for key, y in results.items():
+        assert np.array_equal(y, first), key
+
+
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16], ids=["f16", "bf16"])
 @pytest.mark.parametrize("n,size,c", [(1, 56, 64), (4, 28, 128), (8, 13, 256), (32, 7, 512),
                                       (2, 7, 64)])
 def test_every_policy_and_mode_matches_xla_and_each_other(n, size, c, dtype):
     ops = conv_inputs(n * size + c, n, size, size, c, c, c, dtype, residual=True)
-    want = reference(ops)
-    results = {}
-    for mode, policy in RUNS:
-        y = synced(ops, policy=policy, mode=mode)
-        assert y.dtype == dtype and y.shape == (n, size, size, c)
-        assert rel_err(y, want) < TOL[dtype], (mode, policy)
-        results[(mode, type(policy).__name__)] = np.asarray(y)
-    # Every tile accumulates in the same order whatever the schedule.
-    first = next(iter(results.values()))
-    for key, y in results.items():
-        assert np.array_equal(y, first), key
+    check_every_run(ops, lambda mode, policy: synced(ops, policy=policy, mode=mode))
 
 
 @pytest.mark.parametrize("c0,c1,c2,f1,f2", [(3, 64, 64, 3, 3), (64, 96, 40, 1, 3), (128, 64, 256, 3, 1),
@@ -97,3 +104,34 @@ def test_float32_is_refused_with_a_clear_error():
     ops = conv_inputs(8, 1, 7, 7, 64, 64, 64, jnp.float32)
     with pytest.raises(TypeError, match="the CUDA conv pair runs float16 and bfloat16"):
         synced(ops, mode="fused")
+
+
+def _hopper() -> bool:
+    return str(getattr(jax.devices()[0], "compute_capability", "0")).startswith("9")
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("n,size,c0,c1,c2,f1,f2", [
+    (1, 56, 64, 64, 64, 3, 3),      # ResNet's first pair: 25 tiles of 128 pixels, 128x64 tiles
+    (2, 13, 128, 128, 128, 3, 3),   # odd size: a tile's 128 pixels span rows and images
+    (3, 7, 64, 128, 96, 1, 3),      # 1x1 then 3x3, a consumer narrower than its tile
+    (32, 56, 64, 64, 64, 3, 1),     # 784 tiles a conv (128x64 pingpong); 3x3 then 1x1
+    (8, 28, 128, 256, 256, 3, 3),   # 128x128 tiles, two column tiles a conv
+])
+def test_hopper_conv_matches_xla_every_policy_and_mode(n, size, c0, c1, c2, f1, f2, dtype):
+    # Kernel family 1: the GEMM-chain kernel with A through TMA's im2col mode
+    # (the padding is its zero fill; the consumer waits on its halo's tiles).
+    if not _hopper():
+        pytest.skip("the Hopper conv runs on compute capability 9.0")
+    device = cs.planner.device_model(jax.devices()[0])
+    ops = conv_inputs(n + size + c1, n, size, size, c0, c1, c2, dtype, f1=f1, f2=f2, residual=True)
+    tile = (128, 64, 64) if c1 == 64 else (128, 128, 64)
+
+    def run(mode, policy):
+        plan = cs.plan_conv_pair(n, size, size, c0, c1, c2, filter1=f1, filter2=f2, device=device,
+                                 policy=policy if not isinstance(policy, cs.Conv2DTileSync) else "conv2dtilesync",
+                                 mode=mode, tile=tile).plan
+        assert plan.kernel == 1
+        return synced(ops, plan=plan)
+
+    check_every_run(ops, run)

@@ -15,6 +15,7 @@
 
 #include "common/conv_spec.h"
 #include "cuda/conv_pair_kernels.cuh"
+#include "cuda/conv_sm90.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
 #include "cuda/two_streams.h"
@@ -117,6 +118,26 @@ ffi::Error SyncedConvPairCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuf
     return ffi::Error::InvalidArgument("cusync_jax: sync buffer smaller than the plan needs");
   const cusync::Stage& P = s.producer;
   const cusync::Stage& C = s.consumer;
+  if (s.kernel == 1) {
+    // Kernel family 1: the Hopper GEMM-chain kernel with an im2col A.
+    if (auto e = check_conv_pair_sm90(s); e.failure()) return e;
+    int device = 0;
+    if (auto e = stream_device(stream, &device); e.failure()) return e;
+    DeviceFacts facts{};
+    if (auto e = device_facts(device, &facts); e.failure()) return e;
+    if (facts.major != 9)
+      return ffi::Error::InvalidArgument("cusync_jax: the Hopper conv (kernel family 1) runs on compute capability "
+                                         "9.0; this GPU is " + std::to_string(facts.major) + "." +
+                                         std::to_string(facts.minor));
+    CUSYNC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sync->typed_data(), 0, layout.zeroed * sizeof(int), stream),
+                                "zeroing the sync words");
+    if (s.pixels() == 0 || s.out_channels == 0) return ffi::Error::Success();
+    const ConvBuffers buffers{x.untyped_data(), k1.untyped_data(), b1.untyped_data(), k2.untyped_data(),
+                              b2.untyped_data(), s.residual ? residual.untyped_data() : nullptr,
+                              h->untyped_data(), y->untyped_data(), sync->typed_data(),
+                              dt == ffi::DataType::BF16};
+    return launch_conv_pair_sm90(s, buffers, stream, facts.info);
+  }
   if (P.tile_rows != conv::kTileM || P.tile_cols != conv::kTileN || s.tile_k1 != conv::kTileK ||
       C.tile_rows != conv::kTileM || C.tile_cols != conv::kTileN || s.tile_k2 != conv::kTileK) {
     return ffi::Error::InvalidArgument(

@@ -130,16 +130,7 @@ Error launch_stage(const MlpSpec& s, const MlpBuffers& b, int stage, bool synced
     return Error::Internal("cusync_jax: the producer's kernel configuration does not match its activation");
   ChainParams<Cfg> p = sync_params<Cfg>(s, b);
   const GemmStage<Cfg> g = stage == 0 ? producer_gemm<Cfg>(s, b) : consumer_gemm<Cfg>(s, b);
-  p.stage[0] = p.stage[1] = g;
-  // A consumer's waits read the producer's tiling from stage[0].
-  if (stage == 1) p.stage[0].tiling = kernel_producer(s);
-  const int positions = schedule_positions<Cfg>(g.tiling);
-  p.tiles0 = stage == 0 ? positions : 0;
-  p.begin = 0;
-  p.end = positions;
-  p.counter = b.sync + (stage == 0 ? cusync::kProducerCounter : cusync::kConsumerCounter);
-  p.producer_posts = p.consumer_waits = synced;
-  if (synced && stage == 0) p.started = b.sync + cusync::kProducerStarted;
+  single_stage_schedule(p, g, stage, kernel_producer(s), synced, b.sync);
   // Serial mode: the consumer right behind the producer in stream order.
   p.wait_prior_grid = stage == 1 && !synced && cusync::has(s.optimizations, cusync::kOverlapLaunches);
   if constexpr (Cfg::kStreamK) {

@@ -52,8 +52,10 @@ using namespace cute;
 // the epilogue's shared memory, which gives 128x192 a fifth stage).
 // kPingpong: each MMA warpgroup owns every other tile (the default up to 128
 // columns; false: the cooperative form).
+// kConvA: A is an implicit-GEMM convolution's im2col view of an NHWC input,
+// loaded by TMA in im2col mode (ConvA below); the epilogue may add a residual.
 template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1, bool kStreamK_ = false,
-          int kEpiBoxes_ = 2, bool kPingpong_ = (kTileN_ <= 128)>
+          int kEpiBoxes_ = 2, bool kPingpong_ = (kTileN_ <= 128), bool kConvA_ = false>
 struct ChainConfig {
   using Element = Element_;
   static constexpr int kTileM = 128;
@@ -69,6 +71,9 @@ struct ChainConfig {
   using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
   static_assert(!kPingpong_ || kTileN_ <= 128, "pingpong: a whole tile's fp32 accumulators in one warpgroup");
   static constexpr bool kPingpong = kPingpong_;
+  static constexpr bool kConvA = kConvA_;
+  static_assert(!kConvA || (kClusterM_ == 1 && !kStreamK_ && !kSwiglu_),
+                "convolution A: no clusters, stream-K or SwiGLU form");
   static constexpr int kGroupsPerTile = kPingpong ? 1 : 2;  // MMA warpgroups on one tile
   static constexpr int kLoadThreads = 128;
   static constexpr int kMmaThreads = 256;
@@ -177,6 +182,20 @@ struct ChainConfig {
     return make_tma_copy(SM90_TMA_STORE{}, g, EpiBox{});
   }
   using TmaA = decltype(make_tma_a(nullptr, 1, 1, 1));
+  // Convolution A (kConvA): the im2col descriptor of x [N, H, W, C] and what
+  // turns a tile's first output pixel and a k-block into its coordinates.
+  // Output = input spatial size (stride 1, SAME). A k-block is one filter
+  // tap's block of kTileK channels (k = tap * C + channel; C % kTileK == 0).
+  struct ConvA {
+    cute::TmaDescriptor im2col;  // channels per pixel kTileK, pixels per column kTileM
+    int height, width, images;
+    int channel_blocks;  // C / kTileK: k-blocks per tap
+    int filter_s;        // taps per filter row
+    int corner;          // lower (= upper) corner of the im2col box: -(filter / 2)
+    Element const* residual;  // [pixels, n_all] added in the epilogue, or null
+  };
+  struct NoConvA {};
+  using ConvAField = cute::conditional_t<kConvA, ConvA, NoConvA>;
   using TmaOut = decltype(make_tma_out(nullptr, 1, 1, 1));
   using TmaB = decltype(make_tma_b(nullptr, 1, 1, 1));
   using TmaBHalf = decltype(make_tma_b_half(nullptr, 1, 1, 1));

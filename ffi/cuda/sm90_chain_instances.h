@@ -3,7 +3,8 @@
 // a two-core build compiles them side by side), the 128x96 ones in
 // sm90_chain_n96.cu, the 128x192 ones in sm90_chain_n192.cu, the 2x1-cluster ones in sm90_chain_cluster.cu, the
 // stream-K ones in sm90_chain_stream_k.cu (128x192: sm90_chain_stream_k192.cu), the
-// cooperative 128x128 ones in sm90_chain_coop.cu; users see
+// cooperative 128x128 ones in sm90_chain_coop.cu, the convolution ones in
+// sm90_conv_f16.cu and sm90_conv_bf16.cu; users see
 // only the declarations below.
 // cusync_jax/kernels.py lists the same tiles (kernel 1).
 #pragma once
@@ -45,6 +46,17 @@ using ChainF16x128SwigluStreamK = ChainConfig<cute::half_t, 128, true, 1, true>;
 using ChainBF16x128SwigluStreamK = ChainConfig<cute::bfloat16_t, 128, true, 1, true>;
 using ChainF16x192StreamK = ChainConfig<cute::half_t, 192, false, 1, true>;
 using ChainBF16x192StreamK = ChainConfig<cute::bfloat16_t, 192, false, 1, true>;
+
+// Convolution A (kConvA, the conv pair): 128x64 tiles (64-channel layers),
+// pingpong and cooperative (conv_sm90.cu picks as the MLP does), and 128x128
+// cooperative (its pingpong form spilled 104 bytes: 128 accumulators a thread
+// beside the residual's addressing).
+using ConvF16x64 = ChainConfig<cute::half_t, 64, false, 1, false, 2, true, true>;
+using ConvF16x64Coop = ChainConfig<cute::half_t, 64, false, 1, false, 2, false, true>;
+using ConvF16x128Coop = ChainConfig<cute::half_t, 128, false, 1, false, 2, false, true>;
+using ConvBF16x64 = ChainConfig<cute::bfloat16_t, 64, false, 1, false, 2, true, true>;
+using ConvBF16x64Coop = ChainConfig<cute::bfloat16_t, 64, false, 1, false, 2, false, true>;
+using ConvBF16x128Coop = ChainConfig<cute::bfloat16_t, 128, false, 1, false, 2, false, true>;
 
 #define CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, Cfg) \
   EXTERN template cudaError_t launch_chain<Cfg>(const ChainParams<Cfg>&, int, cudaStream_t);
@@ -95,7 +107,19 @@ using ChainBF16x192StreamK = ChainConfig<cute::bfloat16_t, 192, false, 1, true>;
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x192) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x192)
 
+#define CUSYNC_SM90_CONV_F16_INSTANCES(EXTERN)      \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvF16x64)      \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvF16x64Coop)  \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvF16x128Coop)
+
+#define CUSYNC_SM90_CONV_BF16_INSTANCES(EXTERN)      \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvBF16x64)     \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvBF16x64Coop) \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvBF16x128Coop)
+
 CUSYNC_SM90_CHAIN_F16_INSTANCES(extern)
+CUSYNC_SM90_CONV_F16_INSTANCES(extern)
+CUSYNC_SM90_CONV_BF16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_N96_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_N192_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_BF16_INSTANCES(extern)

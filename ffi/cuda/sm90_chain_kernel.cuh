@@ -80,6 +80,7 @@ struct GemmStage {
   typename Cfg::Element const* bias_up;  // SwiGLU producer: the up bias [n_all], or null
   cusync::Stage tiling;                  // output tiles, their order and slices
   cusync::Activation activation;
+  typename Cfg::ConvAField conv;         // Cfg::kConvA: A through im2col (else empty)
 };
 
 template <class Cfg>
@@ -258,7 +259,16 @@ __device__ __forceinline__ long long global_timer() {
 template <class Cfg>
 __device__ __forceinline__ void wait_for_producer(ChainParams<Cfg> const& p, const TileJob& job,
                                                   int k_begin, int k_end, int (&ready)[2]) {
-  const cusync::Region r = cusync::gemm_dependency(job.row0, job.row1, k_begin, k_end);
+  cusync::Region r;
+  if constexpr (Cfg::kConvA) {
+    // The consumer conv's k-block reads its pixels' halo in the producer's output.
+    const auto& c = p.stage[1].conv;
+    const cusync::ConvGeometry geo{c.height, c.width, c.channel_blocks * Cfg::kTileK, 2 * -c.corner + 1,
+                                   c.filter_s};
+    r = cusync::conv_dependency(geo, c.images, job.row0, job.row1, k_begin, k_end);
+  } else {
+    r = cusync::gemm_dependency(job.row0, job.row1, k_begin, k_end);
+  }
   bool acquired = false;
   p.policy.for_each_wait(p.stage[0].tiling, r, [&](int sem, int count) {
     if (sem == ready[0] || sem == ready[1]) return;
@@ -304,6 +314,22 @@ __device__ __forceinline__ int probe_ready_columns(ChainParams<Cfg> const& p, in
       if (v[i] < need || col + i >= per_slice) ok &= ~(1u << i);
   }
   return __ffs(~ok) - 1;  // trailing ones
+}
+
+// Convolution A: k-block kb of the tile whose first output pixel is row0,
+// through TMA's im2col mode into `stage`. The box's 128 pixels run on from
+// row0 in (w, h, n) order across row and image ends; taps that fall in the
+// padding, and pixels past the last image, are zero-filled.
+template <class Cfg>
+__device__ __forceinline__ void load_conv_a(const typename Cfg::ConvA& c, int row0, int kb,
+                                            typename Cfg::Element* stage, uint64_t* bar) {
+  const int plane = c.height * c.width;
+  const int n0 = row0 / plane, rem = row0 - n0 * plane;
+  const int h0 = rem / c.width, w0 = rem - h0 * c.width;
+  const int tap = kb / c.channel_blocks, cb = kb - tap * c.channel_blocks;
+  const int r = tap / c.filter_s, s = tap - r * c.filter_s;
+  SM90_TMA_LOAD_IM2COL_4D::copy(&c.im2col, bar, stage, cb * Cfg::kTileK, w0 + c.corner, h0 + c.corner, n0,
+                                static_cast<uint16_t>(s), static_cast<uint16_t>(r));
 }
 
 // The loader: one thread takes schedule positions, publishes each to the MMA
@@ -427,7 +453,8 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     // complete (and ordered before our TMA reads).
     const cusync::Stage& P = p.stage[0].tiling;
     const int prow = job.row0 / P.tile_rows;
-    const bool probe = CUSYNC_SM90_TILESYNC_PROBE && waits && p.policy.kind == cusync::PolicyKind::kTileSync &&
+    const bool probe = CUSYNC_SM90_TILESYNC_PROBE && !Cfg::kConvA && waits &&
+                       p.policy.kind == cusync::PolicyKind::kTileSync &&
                        prow == (job.row1 - 1) / P.tile_rows;
     int ready_col = 0;
     // B of k-block kb into a stage (its barrier expects A's bytes too).
@@ -457,8 +484,13 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       asm volatile("griddepcontrol.wait;" ::: "memory");
       fence_async_proxy_global();  // its stores, before our TMA reads
       prior_grid_done = true;
-      for (int i = 0; i < ahead; ++i, ++write)
-        copy(g.tma_a.with(*pipeline.producer_get_barrier(write)), tAgA(_, kb + i), tAsA(_, write.index()));
+      for (int i = 0; i < ahead; ++i, ++write) {
+        if constexpr (Cfg::kConvA)
+          load_conv_a<Cfg>(g.conv, job.row0, kb + i, smem.a.data() + write.index() * (Cfg::kTileM * Cfg::kTileK),
+                           pipeline.producer_get_barrier(write));
+        else
+          copy(g.tma_a.with(*pipeline.producer_get_barrier(write)), tAgA(_, kb + i), tAsA(_, write.index()));
+      }
       kb += ahead;
     }
     for (; kb < kb_end; ++kb) {
@@ -487,7 +519,11 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
           wait_for_producer(p, job, k0, k1, ready);
         }
       }
-      copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
+      // A: through im2col for a convolution, else the tiled view.
+      if constexpr (Cfg::kConvA)
+        load_conv_a<Cfg>(g.conv, job.row0, kb, smem.a.data() + stage * (Cfg::kTileM * Cfg::kTileK), bar);
+      else
+        copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
       CUSYNC_PHASE(2, write.count() == 0);
       ++write;
     }
@@ -659,7 +695,19 @@ __device__ __forceinline__ void store_tile_as(ChainParams<Cfg> const& p, const T
       if (col < col1) v0 += float(bias[col]);
       if (col + 1 < col1) v1 += float(bias[col + 1]);
     }
-    return make_float2(cusync::activate(kAct, slice, v0), cusync::activate(kAct, slice, v1));
+    float2 out = make_float2(cusync::activate(kAct, slice, v0), cusync::activate(kAct, slice, v1));
+    if constexpr (Cfg::kConvA) {
+      // A ResNet block's shortcut, after the activation (the consumer's is the identity).
+      if (g.conv.residual != nullptr) {
+        const int row = job.row0 + get<0>(coords(make_coord(make_coord(0, r, v), m, 0)));
+        if (row < job.row1) {
+          const auto* res = g.conv.residual + size_t(row) * g.out_ld;
+          if (col < col1) out.x += float(res[col]);
+          if (col + 1 < col1) out.y += float(res[col + 1]);
+        }
+      }
+    }
+    return out;
   });
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "cuda/sm90_chain_kernel.cuh"
+#include "cusync/sync_layout.h"
 
 namespace cusync_sm90 {
 
@@ -65,6 +66,25 @@ GemmStage<Cfg> make_swiglu_producer_stage(typename Cfg::Element const* x, int ro
   return g;
 }
 
+// The schedule of a launch that runs one GEMM of a pair on its own (serial
+// and streams modes): stage 0 (producer) or 1 (consumer, whose waits read the
+// producer's tiling from stage[0]), on the pair's sync words. synced: the
+// producer posts (and flags that it runs, for the wait kernel), the
+// consumer waits.
+template <class Cfg>
+void single_stage_schedule(ChainParams<Cfg>& p, const GemmStage<Cfg>& g, int stage,
+                           const cusync::Stage& producer_tiling, bool synced, int* sync) {
+  p.stage[0] = p.stage[1] = g;
+  if (stage == 1) p.stage[0].tiling = producer_tiling;
+  const int positions = schedule_positions<Cfg>(g.tiling);
+  p.tiles0 = stage == 0 ? positions : 0;
+  p.begin = 0;
+  p.end = positions;
+  p.counter = sync + (stage == 0 ? cusync::kProducerCounter : cusync::kConsumerCounter);
+  p.producer_posts = p.consumer_waits = synced;
+  if (synced && stage == 0) p.started = sync + cusync::kProducerStarted;
+}
+
 // The launch attribute of Cfg's 2x1 clusters.
 template <class Cfg>
 cudaLaunchAttribute cluster_attribute() {
@@ -74,6 +94,51 @@ cudaLaunchAttribute cluster_attribute() {
   a.val.clusterDim.y = 1;
   a.val.clusterDim.z = 1;
   return a;
+}
+
+// One convolution of an implicit-GEMM pair (Cfg::kConvA): out[pixels, n_all]
+// = activation(conv(x, w) + bias) (+ residual), x [images, height, width, c]
+// NHWC, w [r, s, c, n_all] HWIO viewed as B [r * s * c, n_all], stride 1, SAME.
+// c must be a multiple of Cfg::kTileK (a k-block is one tap's channel block)
+// and of 8 with n_all (16-byte TMA strides); r = s = 1 or 3. Fails (returns
+// false) where the driver refuses the im2col descriptor.
+template <class Cfg>
+bool make_conv_stage(GemmStage<Cfg>* out_stage, typename Cfg::Element const* x, int images, int height, int width,
+                     int c, int filter, typename Cfg::Element const* w, int n_all, typename Cfg::Element* out,
+                     typename Cfg::Element const* bias, typename Cfg::Element const* residual,
+                     cusync::Stage tiling, cusync::Activation activation) {
+  static_assert(Cfg::kConvA);
+  using E = typename Cfg::Element;
+  const int pixels = images * height * width;
+  const int k = filter * filter * c;
+  // The epilogue and the schedule are the GEMM's; A's tiled view (x as
+  // [pixels, c]) goes unused, and the k loop and B run over every tap.
+  GemmStage<Cfg> g = make_gemm_stage<Cfg>(x, pixels, c, c, w, n_all, out, n_all, bias, tiling, activation);
+  g.k = k;
+  g.tma_b = Cfg::make_tma_b(w, n_all, k, n_all);  // every tap's rows of B, not only the first c
+  auto& a = g.conv;
+  a.height = height;
+  a.width = width;
+  a.images = images;
+  a.channel_blocks = c / Cfg::kTileK;
+  a.filter_s = filter;
+  a.corner = -(filter / 2);
+  a.residual = residual;
+  // dims and strides innermost first: (c, w, h, n); strides in bytes of dims 1..3.
+  const cuuint64_t dims[4] = {cuuint64_t(c), cuuint64_t(width), cuuint64_t(height), cuuint64_t(images)};
+  const cuuint64_t strides[3] = {cuuint64_t(c) * sizeof(E), cuuint64_t(width) * c * sizeof(E),
+                                 cuuint64_t(height) * width * c * sizeof(E)};
+  // The box of base pixels (w, h) at offset 0: [corner, extent - 1 + corner],
+  // so the output has the input's size and the taps span 0..filter-1.
+  const int lower[2] = {a.corner, a.corner}, upper[2] = {a.corner, a.corner};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUresult r = CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeIm2col)(
+      &a.im2col, std::is_same_v<E, cute::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+      4, const_cast<E*>(x), dims, strides, lower, upper, cuuint32_t(Cfg::kTileK), cuuint32_t(Cfg::kTileM),
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  *out_stage = g;
+  return r == CUDA_SUCCESS;
 }
 
 // Clusters of Cfg::kClusterM CTAs that fit the device at once (one CTA per

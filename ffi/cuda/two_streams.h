@@ -35,4 +35,25 @@ xla::ffi::Error launch_wait_for_flag(const int* flag, cudaStream_t stream);
 // True when `stream` is being captured into a CUDA graph.
 xla::ffi::Error stream_is_capturing(cudaStream_t stream, bool* capturing);
 
+// The fork, producer(stream), [wait kernel on `started`], consumer(side
+// stream) and join of one two-stream op; each callable returns an ffi::Error.
+template <class Producer, class Consumer>
+xla::ffi::Error run_on_two_streams(int device, cudaStream_t stream, const int* started, bool wait_kernel,
+                                   Producer&& producer, Consumer&& consumer) {
+  SideStream* side = nullptr;
+  if (auto e = side_stream_for(device, &side); e.failure()) return e;
+  std::lock_guard<std::mutex> lock(side->mu);
+  if (cudaEventRecord(side->fork, stream) != cudaSuccess ||
+      cudaStreamWaitEvent(side->stream, side->fork, 0) != cudaSuccess)
+    return xla::ffi::Error::Internal("cusync_jax: forking the side stream failed");
+  if (auto e = producer(stream); e.failure()) return e;
+  if (wait_kernel) {
+    if (auto e = launch_wait_for_flag(started, side->stream); e.failure()) return e;
+  }
+  if (auto e = consumer(side->stream); e.failure()) return e;
+  if (cudaEventRecord(side->join, side->stream) != cudaSuccess || cudaStreamWaitEvent(stream, side->join, 0) != cudaSuccess)
+    return xla::ffi::Error::Internal("cusync_jax: joining the side stream failed");
+  return xla::ffi::Error::Success();
+}
+
 }  // namespace cusync_cuda
