@@ -71,13 +71,32 @@ def _split_synced(x, k1, k2, b1, b2, *, policy, mode, slots):
     return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, plan=plan)
 
 
-def _hopper_synced(x, k1, k2, b1, b2, *, policy, mode):
+def hopper_split_for(tiles: int, k_blocks: int, sms: int) -> int:
+    """The Hopper conv's split of a conv (stream-K over tiles x split CTAs):
+    the largest divisor of its k-blocks (so an even split) that keeps the
+    CTAs within one wave, at least 6 k-blocks a share (the pipeline is 6
+    stages deep) and at most 8 shares (the last adds the others' fp32 sums,
+    64 KB each for a 128x128 tile)."""
+    fits = [s for s in range(1, min(k_blocks, 8) + 1)
+            if k_blocks % s == 0 and tiles * s <= sms and k_blocks // s >= 6]
+    return max(fits, default=1)
+
+
+def _hopper_synced(x, k1, k2, b1, b2, *, policy, mode, split=False):
     """The pair on the Hopper conv (kernel family 1): 128x64 tiles for 64
-    mid channels, else 128x128."""
+    mid channels, else 128x128; split (serial mode): each conv split along k
+    by hopper_split_for."""
     n, h, w, c0 = x.shape
     c1, c2 = k1.shape[3], k2.shape[3]
-    tile = (128, 64, 64) if c1 == 64 else (128, 128, 64)
-    plan = cs.plan_conv_pair(n, h, w, c0, c1, c2, device="h200", policy=policy, mode=mode, tile=tile).plan
+    tile = cs.TileShape(128, 64, 64) if c1 == 64 else cs.TileShape(128, 128, 64)
+    split_k = (1, 1)
+    if split:
+        split_k = tuple(
+            hopper_split_for(math.prod(cs.planner.grid(n * h * w, c_out, tile)),
+                             cs.conv_planner.conv_k_blocks(k.shape[:2], c_in, tile), cs.H200.sms)
+            for c_in, c_out, k in ((c0, c1, k1), (c1, c2, k2)))
+    plan = cs.plan_conv_pair(n, h, w, c0, c1, c2, filter1=k1.shape[:2], filter2=k2.shape[:2], device="h200",
+                             policy=policy, mode=mode, tile=tile, split_k=split_k).plan
     return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, plan=plan)
 
 
@@ -90,8 +109,8 @@ def hopper_runs(layer: str) -> bool:
 def implementations(split_k: bool = False, hopper: bool = False):
     """impl name -> fn(x, k1, k2, b1, b2) -> y. split_k: also the serial and
     RowSync-fused pairs with split_for's shares ("...@split"). hopper: also
-    the Hopper conv in serial mode and every policy in the fused and streams
-    modes ("sm90-...")."""
+    the Hopper conv in serial mode, split along k (hopper_split_for) or not, and
+    every policy in the fused and streams modes ("sm90-...")."""
     impls = {"xla": lambda x, k1, k2, b1, b2: cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2,
                                                                      precision=None),
              "serial": lambda *a: _synced(*a, policy=cs.Conv2DTileSync(3, 3), mode="serial")}
@@ -102,6 +121,8 @@ def implementations(split_k: bool = False, hopper: bool = False):
     impls["auto"] = lambda *a: _synced(*a)
     if hopper:
         impls["sm90-serial"] = lambda *a: _hopper_synced(*a, policy=cs.Conv2DTileSync(3, 3), mode="serial")
+        impls["sm90-serial@split"] = lambda *a: _hopper_synced(*a, policy=cs.Conv2DTileSync(3, 3),
+                                                               mode="serial", split=True)
         for name, policy in POLICIES.items():
             for mode in ("streams", "fused"):
                 impls[f"sm90-{name}-{mode}"] = (lambda p, m: lambda *a: _hopper_synced(*a, policy=p, mode=m))(
@@ -191,6 +212,8 @@ def main():
                     help="also time serial and RowSync-fused with split-K shares (split_for)")
     ap.add_argument("--hopper", action="store_true",
                     help="also time the Hopper conv (kernel family 1) on the layers it takes")
+    ap.add_argument("--only", nargs="+", default=None, metavar="PREFIX",
+                    help="time only the rows whose names start with one of these (xla is always timed)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", type=pathlib.Path, default=None)
@@ -206,6 +229,8 @@ def main():
     dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
     dtype = jnp.dtype(args.dtype)
     all_impls = implementations(args.split_k, args.hopper)
+    if args.only:
+        all_impls = {n: f for n, f in all_impls.items() if n == "xla" or n.startswith(tuple(args.only))}
     rows = []
     print(f"{'layer':24s} {'batch':>5s} " + " ".join(f"{n:>22s}" for n in all_impls))
     for layer in args.layers:

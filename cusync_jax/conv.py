@@ -79,9 +79,9 @@ def _validate(x, k1, k2, b1, b2, residual, activation):
 
 # ------------------------------------------------------------- the primitive
 def _abstract_eval(x, k1, b1, k2, b2, residual, *, plan: ConvPairPlan, activation: str):
-    n, h, w, _ = x.shape
+    n, h, w, c0 = x.shape
     c1, c2 = k1.shape[3], k2.shape[3]
-    words = conv_sync_words(n * h * w, c1, c2, plan)
+    words = conv_sync_words(n * h * w, (c0, c1, c2), (k1.shape[:2], k2.shape[:2]), plan)
     return (jax.core.ShapedArray((n, h, w, c2), x.dtype),
             jax.core.ShapedArray((n, h, w, c1), x.dtype),
             jax.core.ShapedArray((words,), jnp.int32))

@@ -44,14 +44,18 @@ def conv_k_blocks(filter_: tuple, channels: int, tile: TileShape) -> int:
     return filter_[0] * filter_[1] * -(-channels // tile.k)
 
 
-def conv_sync_words(pixels: int, mid_channels: int, out_channels: int, plan: ConvPairPlan) -> int:
+def conv_sync_words(pixels: int, channels: tuple, filters: tuple, plan: ConvPairPlan) -> int:
     """The conv pair's sync buffer: the semaphores, then with split-K a count per
-    tile of each conv and (from a 4-word boundary) the float32 partial sums, one
-    tile per share; the C++ layout the handlers check it against
-    (cusync/sync_layout.h, split_layout)."""
+    tile of each conv and (from a 4-word boundary) the float32 partial sums, a
+    tile per share (on the Hopper conv, which splits stream-K, a tile per
+    stream-K range a tile meets); the C++ layout the handlers check it against
+    (cusync/sync_layout.h, conv_split_layout). channels: (C0, C1, C2);
+    filters: ((R1, S1), (R2, S2))."""
     t1, t2 = plan.tile1, plan.tile2
-    return _cusync_cpu.split_layout_words(pixels, mid_channels, [t1.m, t1.n], out_channels, [t2.m, t2.n],
-                                          plan.split_k[0], plan.split_k[1])
+    c0, c1, c2 = channels
+    (r1, s1), (r2, s2) = filters
+    return _cusync_cpu.conv_sync_words(pixels, c0, c1, c2, [r1, s1, r2, s2], [t1.m, t1.n, t1.k],
+                                       [t2.m, t2.n, t2.k], plan.split_k[0], plan.split_k[1], plan.kernel)
 
 
 def check_conv_activation(activation) -> str:
@@ -106,8 +110,9 @@ def _check_sm90_conv(model, tiles, channels, f1, f2, split_k, mode) -> None:
         raise ValueError(f"channels: the Hopper conv needs in and mid channels that are multiples of 64 and "
                          f"out channels a multiple of 8 (a k-block is one filter tap's 64 channels); got "
                          f"{c0}, {c1}, {c2}")
-    if split_k != (1, 1):
-        raise ValueError(f"split_k: the Hopper conv has no split-K; got {split_k}")
+    if split_k != (1, 1) and mode != "serial":
+        raise ValueError(f"split_k: the Hopper conv splits k (stream-K, unsynchronized) in mode 'serial' only; "
+                         f"got split_k={split_k} with mode {mode!r}")
 
 
 def _as_filter(name: str, f) -> tuple:
@@ -154,7 +159,9 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     split_k: (producer, consumer), how many CTAs share each output tile's
     k-blocks on the CUDA kernel: float32 partial sums in the call's scratch
     buffer, added by the share that ends last, which alone stores (and posts)
-    the tile. Deep layers at small batch have few tiles and long k loops
+    the tile. The Hopper conv (tile=(128, 64, 64) or (128, 128, 64)) splits in
+    serial mode only, stream-K over tiles x split CTAs (an even split where
+    the split divides the k-blocks). Deep layers at small batch have few tiles and long k loops
     (ResNet's 7x7x512 at batch 1: 8 tiles of 144 k-blocks). (1, 1): none. At
     most each conv's k-block count; an explicit choice the wave model does
     not make.

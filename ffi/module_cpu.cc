@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/conv_spec.h"
 #include "common/mlp_spec.h"
 #include "cusync/dependency.h"
 #include "cusync/policy.h"
@@ -97,16 +98,33 @@ NB_MODULE(_cusync_cpu, m) {
       "(cusync/stream_k.h); cluster_rows 2: the lines padded for 2x1 clusters.");
 
   m.def(
-      "split_layout_words",
-      [](int rows, int cols1, std::vector<int> tile1, int cols2, std::vector<int> tile2, int splits1,
-         int splits2) {
-        const cusync::Stage p = make_stage(rows, cols1, 1, tile1.at(0), tile1.at(1), 0);
-        const cusync::Stage c = make_stage(rows, cols2, 1, tile2.at(0), tile2.at(1), 0);
-        return static_cast<long long>(cusync::split_layout(p, c, splits1, splits2).words);
+      "conv_sync_words",
+      [](int pixels, int c0, int c1, int c2, std::vector<int> filters, std::vector<int> tile1,
+         std::vector<int> tile2, int splits1, int splits2, int kernel) {
+        cusync_ffi::ConvPairSpec s;
+        s.images = 1;
+        s.height = pixels;
+        s.width = 1;
+        s.in_channels = c0;
+        s.mid_channels = c1;
+        s.out_channels = c2;
+        s.filter_r1 = filters.at(0);
+        s.filter_s1 = filters.at(1);
+        s.filter_r2 = filters.at(2);
+        s.filter_s2 = filters.at(3);
+        s.producer = make_stage(pixels, c1, 1, tile1.at(0), tile1.at(1), 0);
+        s.consumer = make_stage(pixels, c2, 1, tile2.at(0), tile2.at(1), 0);
+        s.tile_k1 = tile1.at(2);
+        s.tile_k2 = tile2.at(2);
+        s.splits1 = splits1;
+        s.splits2 = splits2;
+        s.kernel = kernel;
+        return static_cast<long long>(cusync_ffi::conv_sync_layout(s).words);
       },
-      nb::arg("rows"), nb::arg("cols1"), nb::arg("tile1"), nb::arg("cols2"), nb::arg("tile2"), nb::arg("splits1"),
-      nb::arg("splits2"),
-      "int32 words of a split-K call's sync buffer (cusync/sync_layout.h): semaphores, counts, partial sums.");
+      nb::arg("pixels"), nb::arg("c0"), nb::arg("c1"), nb::arg("c2"), nb::arg("filters"), nb::arg("tile1"),
+      nb::arg("tile2"), nb::arg("splits1"), nb::arg("splits2"), nb::arg("kernel"),
+      "int32 words of a conv pair's sync buffer (cusync/sync_layout.h, common/conv_spec.h): the semaphores, "
+      "and with split-K the tile counts and fp32 partial sums. filters: (R1, S1, R2, S2).");
 
   m.def(
       "stage_schedule",

@@ -202,6 +202,28 @@ def test_bad_input(args, kwargs, exc, pattern):
         cs.synced_conv_pair(*args, **kwargs)
 
 
+def test_the_hopper_conv_split_sizes_its_stream_k_slots():
+    # 7x7x512 at batch 1 on 128x128x64 tiles: 4 tiles a conv of 72 k-blocks.
+    # Split 9 runs stream-K on 36 CTAs, ranges of 8 k-blocks; the layout gives
+    # each tile stream_k.h's bound on the ranges it meets (72 / 8 + 1 = 10).
+    plan = cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", tile=(128, 128, 64), mode="serial",
+                             split_k=(9, 1)).plan
+    assert plan.kernel == 1 and plan.split_k == (9, 1)
+    slots, _ = cs._cusync_cpu.stream_k_schedule(1, 4, 72, 36)
+    assert slots == 10
+    tile = 128 * 128
+    words = cs.conv_planner.conv_sync_words(49, (512, 512, 512), ((3, 3), (3, 3)), plan)
+    # 8 header words and 4 semaphores, 4 + 4 counts, then 10 slots a producer
+    # tile and 1 a consumer tile.
+    assert words == 20 + 10 * 4 * tile + 1 * 4 * tile
+    # The CUDA conv kernel (0) keeps one slot per share.
+    cuda = cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", mode="serial", split_k=(9, 1)).plan
+    t = cuda.tile1
+    tiles = -(-49 // t.m) * -(-512 // t.n)
+    assert cs.conv_planner.conv_sync_words(49, (512, 512, 512), ((3, 3), (3, 3)), cuda) == (
+        -(-(8 + tiles + 2 * tiles) // 4) * 4 + (9 + 1) * tiles * t.m * t.n)
+
+
 def test_plan_conv_pair_bad_arguments():
     with pytest.raises(ValueError, match="height: expected a positive int"):
         cs.plan_conv_pair(1, 0, 7, 8, 8)
@@ -219,7 +241,7 @@ def test_the_hopper_conv_is_opt_in_and_checked():
         cs.plan_conv_pair(1, 56, 56, 64, 64, device="a100", tile=(128, 64, 64))
     with pytest.raises(ValueError, match="in and mid channels that are multiples of 64"):
         cs.plan_conv_pair(1, 56, 56, 3, 64, device="h200", tile=(128, 64, 64))
-    with pytest.raises(ValueError, match="split_k: the Hopper conv has no split-K"):
+    with pytest.raises(ValueError, match="split_k: the Hopper conv splits k .* in mode 'serial' only"):
         cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", tile=(128, 128, 64), split_k=(2, 1))
     with pytest.raises(ValueError, match="runs both convolutions on"):
         cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", tile=((128, 128, 64), (128, 64, 32)), mode="serial")
@@ -236,12 +258,12 @@ def test_split_k_is_checked_sizes_the_sync_buffer_and_runs_unsplit_on_the_cpu():
     assert plan.split_k == (16, 8) and not rep.fallback
     attrs = plan.attributes(0)
     assert (attrs["splits1"], attrs["splits2"]) == (16, 8)
-    words = cs.conv_planner.conv_sync_words(49, 512, 512, plan)
+    words = cs.conv_planner.conv_sync_words(49, (512, 512, 512), ((3, 3), (3, 3)), plan)
     # Semaphores (8 tiles), a count per tile of each conv, then a 128x64 fp32
     # tile per share: 8 x 16 for the producer, 8 x 8 for the consumer.
     assert words == -(-(8 + 8 + 8 + 8) // 4) * 4 + (8 * 16 + 8 * 8) * 128 * 64
     unsplit = cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", policy="rowsync", mode="fused").plan
-    assert cs.conv_planner.conv_sync_words(49, 512, 512, unsplit) == 8 + 8
+    assert cs.conv_planner.conv_sync_words(49, (512, 512, 512), ((3, 3), (3, 3)), unsplit) == 8 + 8
     assert (cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", split_k=[2, 2]).plan.split_k
             == (2, 2))
     for bad in [(0, 1), (1,), 2, (2.0, 1), (True, 1)]:

@@ -135,3 +135,26 @@ def test_hopper_conv_matches_xla_every_policy_and_mode(n, size, c0, c1, c2, f1, 
         return synced(ops, plan=plan)
 
     check_every_run(ops, run)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("n,size,c0,c1,c2,f1,f2,split", [
+    (1, 7, 512, 512, 512, 3, 3, (12, 8)),   # ResNet's last pair at batch 1: 4 tiles a conv, 72 k-blocks
+    (2, 13, 256, 256, 256, 3, 3, (5, 1)),   # 5 shares of 36 k-blocks: ranges straddle tiles
+    (1, 14, 64, 64, 128, 1, 3, (1, 3)),     # 128x64 tiles (pingpong), only the consumer split
+])
+def test_hopper_conv_split_k_matches_xla_and_repeats_exactly(n, size, c0, c1, c2, f1, f2, split, dtype):
+    # Serial mode splits a conv stream-K: the range that finishes a tile last
+    # adds the others' fp32 sums in range order, so a run repeats bit for bit.
+    if not _hopper():
+        pytest.skip("the Hopper conv runs on compute capability 9.0")
+    ops = conv_inputs(n + size + sum(split), n, size, size, c0, c1, c2, dtype, f1=f1, f2=f2, residual=True)
+    tile = (128, 64, 64) if c1 == 64 else (128, 128, 64)
+    plan = cs.plan_conv_pair(n, size, size, c0, c1, c2, filter1=f1, filter2=f2,
+                             device=cs.planner.device_model(jax.devices()[0]), mode="serial", tile=tile,
+                             split_k=split).plan
+    assert plan.kernel == 1 and plan.split_k == split
+    y = synced(ops, plan=plan)
+    assert rel_err(y, reference(ops)) < TOL[dtype]
+    for _ in range(3):
+        assert np.array_equal(np.asarray(synced(ops, plan=plan)), np.asarray(y))

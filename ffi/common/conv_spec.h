@@ -19,6 +19,7 @@
 #include "cusync/dependency.h"
 #include "cusync/policy.h"
 #include "cusync/stage.h"
+#include "cusync/sync_layout.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace cusync_ffi {
@@ -36,8 +37,9 @@ struct ConvPairSpec {
   Mode mode = Mode::kFused;
   int optimizations = 0;
   int kernel = 0;
-  // CUDA kernel: CTAs sharing each output tile's k-blocks, producer and
-  // consumer (1: none; the CPU executor runs the same math unsplit).
+  // CUDA kernels: CTAs sharing each output tile's k-blocks, producer and
+  // consumer (1: none; the CPU executor runs the same math unsplit). The
+  // Hopper kernel (1) runs a split conv stream-K (cusync/sync_layout.h).
   int splits1 = 1, splits2 = 1;
   // CPU executor controls (ignored on GPU), as in MlpSpec.
   int threads = 0;
@@ -168,6 +170,12 @@ inline xla::ffi::Error decode_conv_pair_spec(const xla::ffi::Dictionary& attrs,
   spec->consumer = cusync::Stage{rows, static_cast<int>(spec->out_channels), 1, tm2, tn2,
                                  static_cast<cusync::TileOrder>(order2)};
   return Error::Success();
+}
+
+// The call's sync buffer (cusync/sync_layout.h), as the CPU module sizes it.
+inline cusync::SplitLayout conv_sync_layout(const ConvPairSpec& s) {
+  return cusync::conv_split_layout(s.producer, s.consumer, static_cast<int>(s.producer_k_blocks()),
+                                   static_cast<int>(s.consumer_k_blocks()), s.splits1, s.splits2, s.kernel == 1);
 }
 
 }  // namespace cusync_ffi

@@ -113,7 +113,7 @@ ffi::Error SyncedConvPairCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuf
   if (static_cast<int64_t>(h->element_count()) != s.pixels() * s.mid_channels ||
       static_cast<int64_t>(y->element_count()) != s.pixels() * s.out_channels)
     return ffi::Error::InvalidArgument("cusync_jax: result buffers have the wrong size");
-  const cusync::SplitLayout layout = cusync::split_layout(s.producer, s.consumer, s.splits1, s.splits2);
+  const cusync::SplitLayout layout = cusync_ffi::conv_sync_layout(s);
   if (static_cast<int64_t>(sync->element_count()) < layout.words)
     return ffi::Error::InvalidArgument("cusync_jax: sync buffer smaller than the plan needs");
   const cusync::Stage& P = s.producer;

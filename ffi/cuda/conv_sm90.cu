@@ -8,6 +8,10 @@
 //            behind the wait kernel (cuda/two_streams.h), both persistent
 //   fused    one launch: producer positions, then consumer positions
 //
+// In serial mode a conv may be split along k (plan split_k): it runs
+// stream-K (cusync/stream_k.h) over tiles x splits CTAs, for the deep layers
+// at small batch whose few tiles of long k loops leave most SMs idle.
+//
 // The consumer's loader waits on the producer tiles its k-block's halo reads
 // (cusync::conv_dependency, through the policy), as the MLP's waits on rows.
 // Tiles 128x64, pingpong or cooperative as for the MLP (cooperative where a
@@ -76,6 +80,18 @@ Error launch_stage(const ConvPairSpec& s, const ConvBuffers& b, int stage, bool 
   GemmStage<Cfg> g{};
   if (auto e = conv_stage<Cfg>(s, b, stage, &g); e.failure()) return e;
   single_stage_schedule(p, g, stage, s.producer, synced, b.sync);
+  if constexpr (Cfg::kStreamK) {
+    // A split conv (serial mode): stream-K over tiles x splits CTAs, its
+    // counts and partial sums where the call's layout puts them.
+    const int splits = stage == 0 ? s.splits1 : s.splits2;
+    const int k_blocks = static_cast<int>(stage == 0 ? s.producer_k_blocks() : s.consumer_k_blocks());
+    const cusync::SplitLayout layout = cusync_ffi::conv_sync_layout(s);
+    p.stream_k = cusync::conv_stream_k(g.tiling, k_blocks, splits);
+    p.stream_k_stage = stage;
+    p.stream_k_counts = b.sync + (stage == 0 ? layout.counts1 : layout.counts2);
+    p.stream_k_partials = reinterpret_cast<float*>(b.sync + (stage == 0 ? layout.partials1 : layout.partials2));
+    p.end = kStreamKDone;
+  }
   return launch(p, device, stream,
                 stage == 0 ? "launching the Hopper conv producer" : "launching the Hopper conv consumer");
 }
@@ -93,9 +109,14 @@ Error launch_fused(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t str
   return launch(p, device, stream, "launching the fused Hopper conv pair");
 }
 
-// Calls f(Cfg{}) with the configuration of a tile width and (128x64) form.
+// Calls f(Cfg{}) with the configuration of a tile width and (128x64) form;
+// stream_k: the stream-K-capable one (a split conv).
 template <class F>
-Error with_config(bool bf16, int n, bool cooperative, F&& f) {
+Error with_config(bool bf16, int n, bool cooperative, bool stream_k, F&& f) {
+  if (stream_k) {
+    if (n == 64) return bf16 ? f(ConvBF16x64StreamK{}) : f(ConvF16x64StreamK{});
+    return bf16 ? f(ConvBF16x128CoopStreamK{}) : f(ConvF16x128CoopStreamK{});
+  }
   if (n == 64) {
     if (bf16) return cooperative ? f(ConvBF16x64Coop{}) : f(ConvBF16x64{});
     return cooperative ? f(ConvF16x64Coop{}) : f(ConvF16x64{});
@@ -128,9 +149,10 @@ Error check_conv_pair_sm90(const ConvPairSpec& s) {
                                   std::to_string(s.mid_channels) + ", " + std::to_string(s.out_channels));
   if (s.filter_r1 != s.filter_s1 || s.filter_r2 != s.filter_s2)
     return Error::InvalidArgument("cusync_jax: the Hopper conv runs square 1x1 and 3x3 filters");
-  if (s.splits1 != 1 || s.splits2 != 1)
-    return Error::InvalidArgument("cusync_jax: the Hopper conv has no split-K; the plan asks for splits " +
-                                  std::to_string(s.splits1) + " and " + std::to_string(s.splits2));
+  if ((s.splits1 != 1 || s.splits2 != 1) && s.mode != cusync_ffi::Mode::kSerial)
+    return Error::InvalidArgument("cusync_jax: the Hopper conv splits k (stream-K, unsynchronized) in serial mode "
+                                  "only; the plan asks for splits " + std::to_string(s.splits1) + " and " +
+                                  std::to_string(s.splits2) + " in another mode");
   if (s.policy.kind == cusync::PolicyKind::kStridedSync)
     return Error::InvalidArgument("cusync_jax: the conv pair takes TileSync, RowSync or Conv2DTileSync");
   return Error::Success();
@@ -143,7 +165,8 @@ Error launch_conv_pair_sm90(const ConvPairSpec& s, const ConvBuffers& b, cudaStr
   const auto cooperative = [&](int positions) { return positions <= 2 * device.sm_count; };
   const auto stage_launch = [&](int stage, bool synced, cudaStream_t on) {
     const cusync::Stage& st = stage == 0 ? s.producer : s.consumer;
-    return with_config(b.bf16, st.tile_cols, cooperative(tiles[stage]), [&](auto cfg) {
+    const bool split = (stage == 0 ? s.splits1 : s.splits2) > 1;
+    return with_config(b.bf16, st.tile_cols, cooperative(tiles[stage]), split, [&](auto cfg) {
       return launch_stage<decltype(cfg)>(s, b, stage, synced, on, device);
     });
   };
@@ -152,7 +175,7 @@ Error launch_conv_pair_sm90(const ConvPairSpec& s, const ConvBuffers& b, cudaStr
       if (auto e = stage_launch(0, false, stream); e.failure()) return e;
       return stage_launch(1, false, stream);
     case cusync_ffi::Mode::kFused:
-      return with_config(b.bf16, s.producer.tile_cols, cooperative(tiles[0] + tiles[1]), [&](auto cfg) {
+      return with_config(b.bf16, s.producer.tile_cols, cooperative(tiles[0] + tiles[1]), false, [&](auto cfg) {
         return launch_fused<decltype(cfg)>(s, b, stream, device);
       });
     case cusync_ffi::Mode::kStreams:

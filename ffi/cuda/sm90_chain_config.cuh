@@ -72,8 +72,7 @@ struct ChainConfig {
   static_assert(!kPingpong_ || kTileN_ <= 128, "pingpong: a whole tile's fp32 accumulators in one warpgroup");
   static constexpr bool kPingpong = kPingpong_;
   static constexpr bool kConvA = kConvA_;
-  static_assert(!kConvA || (kClusterM_ == 1 && !kStreamK_ && !kSwiglu_),
-                "convolution A: no clusters, stream-K or SwiGLU form");
+  static_assert(!kConvA || (kClusterM_ == 1 && !kSwiglu_), "convolution A: no clusters or SwiGLU form");
   static constexpr int kGroupsPerTile = kPingpong ? 1 : 2;  // MMA warpgroups on one tile
   static constexpr int kLoadThreads = 128;
   static constexpr int kMmaThreads = 256;

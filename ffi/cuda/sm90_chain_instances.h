@@ -57,6 +57,12 @@ using ConvF16x128Coop = ChainConfig<cute::half_t, 128, false, 1, false, 2, false
 using ConvBF16x64 = ChainConfig<cute::bfloat16_t, 64, false, 1, false, 2, true, true>;
 using ConvBF16x64Coop = ChainConfig<cute::bfloat16_t, 64, false, 1, false, 2, false, true>;
 using ConvBF16x128Coop = ChainConfig<cute::bfloat16_t, 128, false, 1, false, 2, false, true>;
+// The same two tile shapes stream-K capable (a conv split along k in serial
+// mode: deep layers at small batch have a few tiles of long k loops).
+using ConvF16x64StreamK = ChainConfig<cute::half_t, 64, false, 1, true, 2, true, true>;
+using ConvF16x128CoopStreamK = ChainConfig<cute::half_t, 128, false, 1, true, 2, false, true>;
+using ConvBF16x64StreamK = ChainConfig<cute::bfloat16_t, 64, false, 1, true, 2, true, true>;
+using ConvBF16x128CoopStreamK = ChainConfig<cute::bfloat16_t, 128, false, 1, true, 2, false, true>;
 
 #define CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, Cfg) \
   EXTERN template cudaError_t launch_chain<Cfg>(const ChainParams<Cfg>&, int, cudaStream_t);
@@ -117,8 +123,18 @@ using ConvBF16x128Coop = ChainConfig<cute::bfloat16_t, 128, false, 1, false, 2, 
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvBF16x64Coop) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvBF16x128Coop)
 
+#define CUSYNC_SM90_CONV_F16_STREAM_K_INSTANCES(EXTERN)    \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvF16x64StreamK)     \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvF16x128CoopStreamK)
+
+#define CUSYNC_SM90_CONV_BF16_STREAM_K_INSTANCES(EXTERN)   \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvBF16x64StreamK)    \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ConvBF16x128CoopStreamK)
+
 CUSYNC_SM90_CHAIN_F16_INSTANCES(extern)
 CUSYNC_SM90_CONV_F16_INSTANCES(extern)
+CUSYNC_SM90_CONV_F16_STREAM_K_INSTANCES(extern)
+CUSYNC_SM90_CONV_BF16_STREAM_K_INSTANCES(extern)
 CUSYNC_SM90_CONV_BF16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_N96_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_N192_INSTANCES(extern)

@@ -7,6 +7,7 @@
 #include "defs.h"
 #include "policy.h"
 #include "stage.h"
+#include "stream_k.h"
 
 namespace cusync {
 
@@ -50,6 +51,24 @@ CUSYNC_HD SplitLayout split_layout(const Stage& producer, const Stage& consumer,
   l.partials2 = l.partials1 + splits1 * p * producer.tile_rows * producer.tile_cols;
   l.words = l.partials2 + splits2 * c * consumer.tile_rows * consumer.tile_cols;
   return l;
+}
+
+// A conv stage split along k on the Hopper kernel: stream-K over tiles x
+// splits CTAs, so an even split of every tile where splits divides its
+// k-blocks.
+CUSYNC_HD StreamK conv_stream_k(const Stage& st, int k_blocks, int splits) {
+  return make_stream_k(st.grid_rows(), st.grid_cols(), k_blocks, st.tile_count() * splits);
+}
+
+// The conv pair's buffer: a split stage's tiles get `splits` slots each on
+// the CUDA conv kernel, and on the Hopper kernel (stream_k) as many as the
+// stream-K ranges one tile can meet.
+CUSYNC_HD SplitLayout conv_split_layout(const Stage& producer, const Stage& consumer, int k_blocks1, int k_blocks2,
+                                        int splits1, int splits2, bool stream_k) {
+  const auto slots = [&](const Stage& st, int k_blocks, int splits) {
+    return stream_k && splits > 1 ? conv_stream_k(st, k_blocks, splits).max_segments() : splits;
+  };
+  return split_layout(producer, consumer, slots(producer, k_blocks1, splits1), slots(consumer, k_blocks2, splits2));
 }
 
 }  // namespace cusync
