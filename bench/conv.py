@@ -183,17 +183,18 @@ def plot(rows, path: pathlib.Path):
     for ax, layer in zip(axes[0], layers):
         mine = [r for r in rows if r["layer"] == layer]
         batches = sorted({r["batch"] for r in mine})
-        base = {r["batch"]: r["ms"] for r in mine if r["impl"] == "serial"}
+        base = {r["batch"]: r["ms"] for r in mine if r["impl"] == "xla"}
         for impl in dict.fromkeys(r["impl"] for r in mine):
-            if impl == "serial":
+            if impl == "xla":
                 continue
             ms = {r["batch"]: r["ms"] for r in mine if r["impl"] == impl}
-            ax.plot(batches, [base[b] / ms[b] for b in batches], marker="o", label=impl)
+            ax.plot(batches, [base[b] / ms[b] if b in ms else float("nan") for b in batches], marker="o",
+                    label=impl)
         ax.axhline(1.0, color="gray", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_title(layer, fontsize=9)
         ax.set_xlabel("batch")
-    axes[0][0].set_ylabel("speedup over serial (StreamSync)")
+    axes[0][0].set_ylabel("speedup over XLA (cuDNN)")
     axes[0][-1].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
