@@ -22,6 +22,7 @@ import json
 import math
 import pathlib
 import sys
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -47,28 +48,18 @@ LAYERS = {
     "vgg19-14x14x512": (14, 512, 512, 512),
 }
 BATCHES = (1, 4, 8, 16, 32)
-POLICIES = {"Conv2DTileSync": cs.Conv2DTileSync(3, 3), "TileSync": cs.TileSync(),
-            "RowSync": cs.RowSync()}
+POLICIES = ("Conv2DTileSync", "TileSync", "RowSync")
+
+
+MODES = ("streams", "fused")
+# The CUDA conv kernel: two 256-thread CTAs per SM (44.5 KB of shared memory each).
+CUDA_SLOTS = cs.H200.sms * 2
 
 
 def split_for(tiles: int, k_blocks: int, slots: int) -> int:
     """Shares per tile that fill the GPU's slots once, keeping at least 4
     k-blocks per share (the CUDA kernel's pipeline is 3 deep)."""
     return max(1, min(slots // max(1, tiles), k_blocks // 4))
-
-
-def _split_synced(x, k1, k2, b1, b2, *, policy, mode, slots):
-    """The synced pair with split-K counts from split_for (per conv)."""
-    n, h, w, c0 = x.shape
-    c1, c2 = k1.shape[3], k2.shape[3]
-    tile = cs.kernels.CONV_CUDA_CONFIGS[0].tile
-    splits = []
-    for c_in, c_out, k in ((c0, c1, k1), (c1, c2, k2)):
-        tiles = math.prod(cs.planner.grid(n * h * w, c_out, tile))
-        splits.append(split_for(tiles, cs.conv_planner.conv_k_blocks(k.shape[:2], c_in, tile), slots))
-    plan = cs.plan_conv_pair(n, h, w, c0, c1, c2, filter1=k1.shape[:2], filter2=k2.shape[:2],
-                             device="h200", policy=policy, mode=mode, split_k=tuple(splits)).plan
-    return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, plan=plan)
 
 
 def hopper_split_for(tiles: int, k_blocks: int, sms: int) -> int:
@@ -82,62 +73,72 @@ def hopper_split_for(tiles: int, k_blocks: int, sms: int) -> int:
     return max(fits, default=1)
 
 
-def _hopper_synced(x, k1, k2, b1, b2, *, policy, mode, split=False):
-    """The pair on the Hopper conv (kernel family 1): 128x64 tiles for 64
-    mid channels, else 128x128; split (serial mode): each conv split along k
-    by hopper_split_for."""
-    n, h, w, c0 = x.shape
-    c1, c2 = k1.shape[3], k2.shape[3]
-    tile = cs.TileShape(128, 64, 64) if c1 == 64 else cs.TileShape(128, 128, 64)
-    split_k = (1, 1)
-    if split:
-        split_k = tuple(
-            hopper_split_for(math.prod(cs.planner.grid(n * h * w, c_out, tile)),
-                             cs.conv_planner.conv_k_blocks(k.shape[:2], c_in, tile), cs.H200.sms)
-            for c_in, c_out, k in ((c0, c1, k1), (c1, c2, k2)))
-    plan = cs.plan_conv_pair(n, h, w, c0, c1, c2, filter1=k1.shape[:2], filter2=k2.shape[:2], device="h200",
-                             policy=policy, mode=mode, tile=tile, split_k=split_k).plan
-    return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, plan=plan)
-
-
 def hopper_runs(layer: str) -> bool:
     """Whether the Hopper conv takes a layer (in and mid channels multiples of 64)."""
     _, c0, c1, _ = LAYERS[layer]
     return c0 % 64 == 0 and c1 % 64 == 0
 
 
-def implementations(split_k: bool = False, hopper: bool = False):
-    """impl name -> fn(x, k1, k2, b1, b2) -> y. split_k: also the serial and
-    RowSync-fused pairs with split_for's shares ("...@split"). hopper: also
-    the Hopper conv in serial mode, split along k (hopper_split_for) or not, and
-    every policy in the fused and streams modes ("sm90-...")."""
-    impls = {"xla": lambda x, k1, k2, b1, b2: cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2,
-                                                                     precision=None),
-             "serial": lambda *a: _synced(*a, policy=cs.Conv2DTileSync(3, 3), mode="serial")}
-    for name, policy in POLICIES.items():
-        for mode in ("streams", "fused"):
-            impls[f"{name}-{mode}"] = (lambda p, m: lambda *a: _synced(*a, policy=p, mode=m))(
-                policy, mode)
-    impls["auto"] = lambda *a: _synced(*a)
+def impl_names(split_k: bool = False, hopper: bool = False) -> list:
+    """The rows timed: xla, serial (StreamSync), each policy in the streams
+    and fused modes, auto; split_k: the serial and RowSync-fused pairs with
+    split_for's shares ("...@split"); hopper: the Hopper conv ("sm90-...") in
+    serial mode, split along k by hopper_split_for or not, and every policy
+    in the streams and fused modes."""
+    synced = [f"{name}-{mode}" for name in POLICIES for mode in MODES]
+    names = ["xla", "serial", *synced, "auto"]
     if hopper:
-        impls["sm90-serial"] = lambda *a: _hopper_synced(*a, policy=cs.Conv2DTileSync(3, 3), mode="serial")
-        impls["sm90-serial@split"] = lambda *a: _hopper_synced(*a, policy=cs.Conv2DTileSync(3, 3),
-                                                               mode="serial", split=True)
-        for name, policy in POLICIES.items():
-            for mode in ("streams", "fused"):
-                impls[f"sm90-{name}-{mode}"] = (lambda p, m: lambda *a: _hopper_synced(*a, policy=p, mode=m))(
-                    policy, mode)
+        names += ["sm90-serial", "sm90-serial@split", *(f"sm90-{n}" for n in synced)]
     if split_k:
-        slots = cs.H200.sms * 2  # two 256-thread CTAs per SM (44.5 KB of shared memory each)
-        for name, policy, mode in (("serial@split", cs.Conv2DTileSync(3, 3), "serial"),
-                                   ("RowSync-fused@split", cs.RowSync(), "fused")):
-            impls[name] = (lambda p, m: lambda *a: _split_synced(*a, policy=p, mode=m, slots=slots))(
-                policy, mode)
-    return impls
+        names += ["serial@split", "RowSync-fused@split"]
+    return names
 
 
-def _synced(x, k1, k2, b1, b2, **kw):
-    return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, **kw)
+def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
+                filters=((3, 3), (3, 3))) -> Optional[dict]:
+    """plan_conv_pair's keyword arguments (besides the shapes) for a row: None
+    for xla, {} for auto (the planner's own choice). bench/tune.py stores
+    what they give in the tuned table."""
+    if impl == "xla":
+        return None
+    if impl == "auto":
+        return {}
+    hopper = impl.startswith("sm90-")
+    name, _, variant = impl[len("sm90-") if hopper else 0:].partition("@")
+    policy, _, mode = ("Conv2DTileSync", "", "serial") if name == "serial" else name.partition("-")
+    if policy not in POLICIES or mode not in ("serial",) + MODES or variant not in ("", "split"):
+        raise ValueError(f"unknown row {impl!r}")
+    kw = dict(policy=policy, mode=mode)
+    if hopper:
+        tile = kw["tile"] = (128, 64, 64) if c1 == 64 else (128, 128, 64)
+        rule, slots = hopper_split_for, cs.H200.sms
+    else:
+        tile, rule, slots = cs.kernels.CONV_CUDA_CONFIGS[0].tile, split_for, CUDA_SLOTS
+    if variant == "split":
+        tile = cs.TileShape(*tile) if isinstance(tile, tuple) else tile
+        kw["split_k"] = tuple(
+            rule(math.prod(cs.planner.grid(n * size * size, c_out, tile)),
+                 cs.conv_planner.conv_k_blocks(f, c_in, tile), slots)
+            for c_in, c_out, f in ((c0, c1, filters[0]), (c1, c2, filters[1])))
+    return kw
+
+
+def implementations(split_k: bool = False, hopper: bool = False):
+    """impl name (impl_names) -> fn(x, k1, k2, b1, b2) -> y."""
+    def make(name):
+        def fn(x, k1, k2, b1, b2):
+            if name == "xla":
+                return cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2, precision=None)
+            n, h, w, c0 = x.shape
+            c1, c2 = k1.shape[3], k2.shape[3]
+            kw = plan_kwargs(name, n, h, c0, c1, c2, (k1.shape[:2], k2.shape[:2]))
+            if "tile" in kw or "split_k" in kw:
+                # The H200's kernels by name (the plain rows plan for the device they run on).
+                kw = dict(plan=cs.plan_conv_pair(n, h, w, c0, c1, c2, filter1=k1.shape[:2],
+                                                 filter2=k2.shape[:2], device="h200", **kw).plan)
+            return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, **kw)
+        return fn
+    return {name: make(name) for name in impl_names(split_k, hopper)}
 
 
 def looped(fn, reps: int):

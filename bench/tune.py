@@ -1,9 +1,13 @@
-"""Writes the tuned table policy="auto" reads (cusync_jax/tuned/<device>-mlp.json)
-from a bench/mlp.py result: per case the fastest of xla, serial and every
-policy/mode row. A synced row must beat XLA by MARGIN to be chosen; otherwise
-the case falls back to XLA's ops.
+"""Writes the tuned table policy="auto" reads (cusync_jax/tuned/<device>-mlp.json
+or <device>-conv.json) from a bench/mlp.py or bench/conv.py result: per case
+the fastest of xla, serial and every policy/mode row. A synced row must beat
+XLA by MARGIN to be chosen; otherwise the case falls back to XLA's ops.
 
     python bench/tune.py bench/results/h200-mlp.json
+    python bench/tune.py bench/results/h200-conv.json [more conv results]
+
+Several conv results (runs of other rows, same kernels) merge per case: the
+row with the best speedup over the XLA row of its own run wins.
 """
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import conv  # noqa: E402
+from cusync_jax import tuning  # noqa: E402
 from mlp import MODELS  # noqa: E402
 
 # Within noise of XLA is not a reason to run our kernels.
@@ -77,17 +83,56 @@ def entries(result: dict) -> list:
     return out
 
 
+def conv_entries(results: list) -> list:
+    """One entry per (layer, dtype, batch) over conv results: the best row by
+    its speedup over the XLA row of the same run, with plan_conv_pair's
+    arguments for it (bench/conv.py plan_kwargs)."""
+    best = {}
+    for result in results:
+        cases = {}
+        for r in result["rows"]:
+            cases.setdefault((r["layer"], r["dtype"], r["batch"]), []).append(r)
+        for case, rows in cases.items():
+            xla = next(r["ms"] for r in rows if r["impl"] == "xla")
+            ours = min((r for r in rows if r["impl"] not in ("xla", "auto")), key=lambda r: r["ms"])
+            if case not in best or xla / ours["ms"] > best[case][0]:
+                best[case] = (xla / ours["ms"], ours["impl"])
+    out = []
+    for (layer, dtype, batch), (speedup, impl) in sorted(best.items()):
+        size, c0, c1, c2 = conv.LAYERS[layer]
+        entry = dict(layer=layer, height=size, width=size, channels=[c0, c1, c2], filters=[[3, 3], [3, 3]],
+                     activation="relu", dtype=dtype, batch=batch)
+        if speedup >= MARGIN:
+            kw = conv.plan_kwargs(impl, batch, size, c0, c1, c2)
+            tile = kw.get("tile")
+            entry.update(impl=impl, policy=kw["policy"], mode=kw["mode"],
+                         tile=[list(tile), list(tile)] if tile else None, split_k=list(kw.get("split_k", (1, 1))))
+        else:
+            entry.update(impl="xla", policy=None, mode="xla", tile=None, split_k=[1, 1])
+        entry["speedup_over_xla"] = round(speedup, 3)
+        out.append(entry)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("result", type=pathlib.Path, help="a bench/mlp.py result (<device>-mlp.json)")
+    ap.add_argument("result", type=pathlib.Path, nargs="+",
+                    help="a bench/mlp.py result (<device>-mlp.json), or bench/conv.py results")
     ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "cusync_jax" / "tuned")
     args = ap.parse_args(argv)
-    result = json.loads(args.result.read_text())
-    table = {"device": result["device"], "measured_commit": result["commit"],
-             "measured_dirty": result["dirty"], "date": result["date"], "margin": MARGIN,
-             "entries": entries(result)}
+    results = [json.loads(p.read_text()) for p in args.result]
+    result = results[0]
+    is_conv = "layer" in result["rows"][0]
+    if not is_conv and len(results) > 1:
+        ap.error("result: one bench/mlp.py result at a time")
+    if len({r["device"] for r in results}) > 1:
+        ap.error("result: the results come from different devices")
+    table = {"device": result["device"], "measured_commit": [r["commit"] for r in results] if is_conv
+             else result["commit"], "measured_dirty": result["dirty"] if not is_conv
+             else any(r["dirty"] for r in results), "date": max(r["date"] for r in results),
+             "margin": MARGIN, "entries": conv_entries(results) if is_conv else entries(result)}
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    path = args.out_dir / args.result.name
+    path = args.out_dir / (f"{tuning.device_slug(result['device'])}-conv.json" if is_conv else args.result[0].name)
     path.write_text(json.dumps(table, indent=1) + "\n")
     wins = sum(e["impl"] != "xla" for e in table["entries"])
     print(f"wrote {path}: {len(table['entries'])} cases, {wins} run synced kernels, "

@@ -12,11 +12,11 @@ import dataclasses
 import math
 from typing import Optional
 
-from . import _cusync_cpu, kernels
+from . import _cusync_cpu, kernels, tuning
 from ._op_common import check_mode
 from .activations import check_activation
 from .kernels import TileShape
-from .planner import (CpuOptions, MlpPlan, WaveReport, _as_tiles, grid, makespan,
+from .planner import (CpuOptions, MlpPlan, WaveReport, _as_tiles, _dtype_name, grid, makespan,
                       resolve_device)
 from .policies import Conv2DTileSync, Optimizations, Policy, StridedSync, parse_policy
 
@@ -132,6 +132,9 @@ class ConvPairPlanReport(WaveReport):
     channels: tuple = ()   # (C0, C1, C2)
     filters: tuple = ()    # ((R1, S1), (R2, S2))
     activation: str = ""
+    # Where the choice came from: "measured" (the tuned table, cusync_jax/tuning.py),
+    # "model" (the wave model) or "user" (explicit policy, mode, tile or split).
+    source: str = "model"
 
     @property
     def fallback(self) -> bool:
@@ -143,7 +146,7 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
                    activation: str = "relu", device="h200", tile=None, policy="auto",
                    mode="auto", optimizations: Optional[Optimizations] = None,
                    cpu: Optional[CpuOptions] = None, split_k=(1, 1),
-                   allow_fallback: bool = True) -> ConvPairPlanReport:
+                   allow_fallback: bool = True, dtype=None) -> ConvPairPlanReport:
     """Plans y = conv(act(conv(x, k1)), k2) with x [images, height, width,
     in_channels], k1 [R1, S1, in_channels, mid_channels], k2 [R2, S2,
     mid_channels, out_channels] (out_channels defaults to mid_channels).
@@ -151,10 +154,14 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     filter1, filter2: 1 or 3 (or (1, 1), (3, 3)). device: "cpu", a name in
     DEVICES, or a DeviceModel. ``report.plan`` is what the op runs with.
 
-    With policy, mode and tile all automatic on a GPU, the plan falls back to
-    XLA's own convolutions (``report.fallback``) where the wave model, at the
-    kernel's measured rate against cuDNN, says they are faster; pass
-    ``allow_fallback=False`` (or any explicit choice) to run the synced kernels.
+    With policy, mode and tile all automatic on a GPU, the plan is the tuned
+    table's where it measured this pair (``report.source == "measured"``,
+    cusync_jax/tuning.py; dtype, a float dtype or its name, picks the table's
+    rows of that dtype, None any): a synced variant, or XLA's own
+    convolutions (``report.fallback``) where none was faster. Elsewhere it
+    falls back where the wave model, at the kernel's measured rate against
+    cuDNN, says XLA is faster. Pass ``allow_fallback=False`` (or any explicit
+    choice) to run the synced kernels.
 
     split_k: (producer, consumer), how many CTAs share each output tile's
     k-blocks on the CUDA kernel: float32 partial sums in the call's scratch
@@ -232,8 +239,23 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
             best = (cost, rep)
     cost, rep = best
     automatic = chosen_policy is None and mode == "auto" and tiles is None and split_k == (1, 1)
+    if not automatic:
+        return dataclasses.replace(rep, source="user")
+    fallback = lambda r, source: dataclasses.replace(r, source=source,
+                                                     plan=dataclasses.replace(r.plan, fallback=True))
+    if allow_fallback and not on_cpu:
+        choice = tuning.lookup_conv(model.name, images, height, width, (in_channels, mid_channels, out_channels),
+                                    (f1, f2), activation, None if dtype is None else _dtype_name(dtype))
+        if choice is not None and choice.fallback:
+            return fallback(rep, "measured")
+        if choice is not None:
+            rep = plan_conv_pair(images, height, width, in_channels, mid_channels, out_channels, filter1=f1,
+                                 filter2=f2, activation=activation, device=model, tile=choice.tile,
+                                 policy=choice.policy, mode=choice.mode, optimizations=optimizations, cpu=cpu,
+                                 split_k=choice.split_k)
+            return dataclasses.replace(rep, source="measured")
     # cuDNN modelled at full rate in stream order (as for the MLP).
-    if automatic and allow_fallback and not on_cpu and cost > rep.makespan_stream:
-        rep = dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, fallback=True))
+    if allow_fallback and not on_cpu and cost > rep.makespan_stream:
+        return fallback(rep, "model")
     return rep
 

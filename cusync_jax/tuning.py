@@ -1,11 +1,12 @@
-"""What ``policy="auto"`` learned from measurement: per device, per MLP shape
-and dtype, the fastest way to run it, including XLA's own ops.
+"""What ``policy="auto"`` learned from measurement: per device, per MLP (and
+conv pair) shape and dtype, the fastest way to run it, including XLA's own ops.
 
-The tables live in ``cusync_jax/tuned/<device>-mlp.json``; ``bench/tune.py``
-writes them from a ``bench/mlp.py`` run on that device (every variant and XLA
-timed in the same rounds). An entry names the winner: a policy, mode and tile
-of this library's kernels, or ``"xla"`` where no synced variant was faster
-than XLA, in which case ``synced_mlp`` falls back to plain jnp ops.
+The tables live in ``cusync_jax/tuned/<device>-mlp.json`` and
+``<device>-conv.json``; ``bench/tune.py`` writes them from a ``bench/mlp.py`` or
+``bench/conv.py`` run on that device (every variant and XLA timed in the same
+rounds). An entry names the winner: a policy, mode and tile of this library's
+kernels, or ``"xla"`` where no synced variant was faster than XLA, in which
+case the op falls back to XLA's own ops.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from .kernels import TileShape
 from .policies import Policy, RowSync, StridedSync, TileSync
 
 TABLE_DIR = pathlib.Path(__file__).resolve().parent / "tuned"
-# A measured token count stands for counts within this factor of it.
+# A measured token count (or conv batch) stands for counts within this factor of it.
 TOKEN_REACH = 1.5
 
 
@@ -62,8 +63,8 @@ def policy_from_name(name: str) -> Policy:
 
 
 @functools.lru_cache(maxsize=None)
-def _table(slug: str) -> tuple:
-    path = TABLE_DIR / f"{slug}-mlp.json"
+def _table(slug: str, op: str = "mlp") -> tuple:
+    path = TABLE_DIR / f"{slug}-{op}.json"
     if not path.exists():
         return ()
     return tuple(json.loads(path.read_text())["entries"])
@@ -97,3 +98,45 @@ def lookup(device_name: str, tokens: int, hidden: int, ffn: int, out: int, activ
         if distance <= math.log(TOKEN_REACH) and (best is None or distance < best[0]):
             best = (distance, e)
     return _choice(best[1]) if best else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvTunedChoice:
+    """The measured winner of one conv-pair case: plan_conv_pair's arguments
+    (policy a name, tile a (producer, consumer) pair of TileShapes or None
+    for the planner's), or impl "xla"."""
+
+    impl: str
+    batch: int                # the measured batch it came from
+    policy: Optional[str]
+    mode: str
+    tile: Optional[tuple]
+    split_k: tuple
+    speedup_over_xla: float
+
+    @property
+    def fallback(self) -> bool:
+        return self.impl == "xla"
+
+
+def lookup_conv(device_name: str, images: int, height: int, width: int, channels: tuple, filters: tuple,
+                activation: str, dtype: Optional[str] = None) -> Optional[ConvTunedChoice]:
+    """The measured choice for this conv pair (channels (C0, C1, C2), filters
+    ((R1, S1), (R2, S2))) at the nearest measured batch (within TOKEN_REACH),
+    or None. dtype None matches any dtype."""
+    best = None
+    for e in _table(device_slug(device_name), "conv"):
+        if ((e["height"], e["width"], tuple(e["channels"]), tuple(map(tuple, e["filters"])), e["activation"])
+                != (height, width, tuple(channels), tuple(map(tuple, filters)), activation)):
+            continue
+        if dtype is not None and e["dtype"] != dtype:
+            continue
+        distance = abs(math.log(max(images, 1) / e["batch"]))
+        if distance <= math.log(TOKEN_REACH) and (best is None or distance < best[0]):
+            best = (distance, e)
+    if best is None:
+        return None
+    e = best[1]
+    tile = tuple(TileShape(*t) for t in e["tile"]) if e.get("tile") else None
+    return ConvTunedChoice(e["impl"], e["batch"], e.get("policy"), e["mode"], tile, tuple(e["split_k"]),
+                           e["speedup_over_xla"])

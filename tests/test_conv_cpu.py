@@ -232,7 +232,8 @@ def test_plan_conv_pair_bad_arguments():
 
 
 def test_the_hopper_conv_is_opt_in_and_checked():
-    # Kernel family 1 only for a tile named explicitly; never the planner's choice.
+    # Kernel family 1 for a tile named explicitly (or a tuned-table entry), never the wave
+    # model's choice.
     assert cs.plan_conv_pair(8, 28, 28, 128, 128, device="h200", policy="rowsync", mode="fused").plan.kernel == 0
     plan = cs.plan_conv_pair(8, 28, 28, 128, 128, device="h200", tile=(128, 128, 64), mode="serial").plan
     assert plan.kernel == 1 and plan.tile1 == cs.TileShape(128, 128, 64)

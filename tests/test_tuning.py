@@ -106,12 +106,67 @@ def test_committed_h200_table_is_well_formed():
 
 
 def test_conv_pairs_fall_back_where_the_kernel_rate_cannot_win():
-    # The conv kernel's measured rate (0.3 of cuDNN) loses at every ResNet layer.
-    rep = cs.plan_conv_pair(8, 56, 56, 64, 64, device="h200")
-    assert rep.fallback
-    assert not cs.plan_conv_pair(8, 56, 56, 64, 64, device="h200", allow_fallback=False).fallback
-    assert not cs.plan_conv_pair(8, 56, 56, 64, 64, device="h200", mode="fused").fallback
-    assert not cs.plan_conv_pair(8, 56, 56, 64, 64, device="cpu").fallback
+    # A pair the table has not measured (30x30): the conv kernel's measured
+    # rate (0.3 of cuDNN) loses in the wave model.
+    rep = cs.plan_conv_pair(8, 30, 30, 64, 64, device="h200")
+    assert rep.fallback and rep.source == "model"
+    assert not cs.plan_conv_pair(8, 30, 30, 64, 64, device="h200", allow_fallback=False).fallback
+    rep = cs.plan_conv_pair(8, 30, 30, 64, 64, device="h200", mode="fused")
+    assert not rep.fallback and rep.source == "user"
+    assert not cs.plan_conv_pair(8, 30, 30, 64, 64, device="cpu").fallback
+
+
+@pytest.fixture
+def conv_table(tmp_path, monkeypatch):
+    """A conv tuned table for the made-up device "t100"."""
+    def entry(batch, size, c, impl, policy=None, mode="xla", tile=None, split_k=(1, 1), dtype="float16"):
+        return dict(layer=f"l{size}", height=size, width=size, channels=[c, c, c], filters=[[3, 3], [3, 3]],
+                    activation="relu", dtype=dtype, batch=batch, impl=impl, policy=policy, mode=mode,
+                    tile=tile and [tile, tile], split_k=list(split_k), speedup_over_xla=1.2)
+    entries = [entry(1, 56, 64, "sm90-RowSync-fused", "RowSync", "fused", [128, 64, 64]),
+               entry(1, 28, 128, "sm90-serial@split", "Conv2DTileSync", "serial", [128, 128, 64], (3, 3)),
+               entry(8, 56, 64, "xla"),
+               entry(32, 56, 64, "RowSync-fused@split", "RowSync", "fused", None, (2, 1))]
+    (tmp_path / "t100-conv.json").write_text(json.dumps({"entries": entries}))
+    monkeypatch.setattr(tuning, "TABLE_DIR", tmp_path)
+    tuning._table.cache_clear()
+    yield cs.DeviceModel("NVIDIA T100", 132, arch=90)
+    tuning._table.cache_clear()
+
+
+def test_conv_measured_winners_are_planned(conv_table):
+    rep = cs.plan_conv_pair(1, 56, 56, 64, 64, device=conv_table)
+    assert rep.source == "measured" and not rep.fallback
+    assert (rep.plan.kernel, rep.plan.tile1, rep.plan.mode, rep.policy) == (
+        1, cs.TileShape(128, 64, 64), "fused", cs.RowSync())
+    rep = cs.plan_conv_pair(1, 28, 28, 128, 128, device=conv_table, dtype=jnp.float16)
+    assert (rep.plan.kernel, rep.plan.mode, rep.plan.split_k, rep.policy) == (
+        1, "serial", (3, 3), cs.Conv2DTileSync(3, 3))
+    # A winner on the CUDA conv kernel: the planner's tile, the measured split.
+    rep = cs.plan_conv_pair(32, 56, 56, 64, 64, device=conv_table)
+    assert (rep.plan.kernel, rep.plan.mode, rep.plan.split_k) == (0, "fused", (2, 1))
+    # A measured loss falls back; batches beyond 1.5x of a measured one, other
+    # dtypes, filters or explicit choices are not the table's.
+    rep = cs.plan_conv_pair(8, 56, 56, 64, 64, device=conv_table)
+    assert rep.fallback and rep.source == "measured"
+    assert cs.plan_conv_pair(2, 56, 56, 64, 64, device=conv_table).source == "model"
+    assert cs.plan_conv_pair(1, 56, 56, 64, 64, device=conv_table, dtype="bfloat16").source == "model"
+    assert cs.plan_conv_pair(1, 56, 56, 64, 64, filter2=1, device=conv_table).source == "model"
+    assert cs.plan_conv_pair(1, 56, 56, 64, 64, device=conv_table, mode="serial").source == "user"
+
+
+def test_committed_h200_conv_table_plans_what_it_measured():
+    entries = tuning._table("h200", "conv")
+    assert entries, "cusync_jax/tuned/h200-conv.json is missing"
+    for e in entries:
+        c0, c1, c2 = e["channels"]
+        rep = cs.plan_conv_pair(e["batch"], e["height"], e["width"], c0, c1, c2, device="h200",
+                                dtype=e["dtype"])
+        assert rep.source == "measured" and rep.fallback == (e["impl"] == "xla"), e["layer"]
+        if not rep.fallback:
+            assert e["speedup_over_xla"] >= 1.0
+            assert (rep.plan.mode, list(rep.plan.split_k)) == (e["mode"], e["split_k"])
+            assert rep.plan.kernel == (1 if e["impl"].startswith("sm90-") else 0)
 
 
 def test_conv_fallback_plan_computes_lax_conv():
@@ -203,3 +258,52 @@ def test_a_table_entry_may_name_the_mma_schedule():
     # Tables written before the schedule was a choice ran the rule.
     older = {k: v for k, v in entry.items() if k != "mma_schedule"}
     assert tuning._choice(older).mma_schedule == "auto"
+
+
+def test_bench_tune_merges_conv_runs_by_their_own_xla_rows(tmp_path):
+    import importlib.util
+    import pathlib
+    import sys
+    bench = pathlib.Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_tune_conv", bench / "tune.py")
+        tune = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tune)
+    finally:
+        sys.path.remove(str(bench))
+
+    def run(name, rows):
+        result = {"device": "NVIDIA T100", "commit": name, "dirty": False, "date": "d",
+                  "rows": [dict(layer=layer, dtype="float16", batch=batch, impl=impl, ms=ms)
+                           for layer, batch, impl, ms in rows]}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(result))
+        return str(path)
+    # Run a: the plain rows; run b, another day: the split Hopper row, whose
+    # XLA row ran slower too. Each speedup counts against its own run's XLA.
+    a = run("a", [("resnet-7x7x512", 1, "xla", 1.0), ("resnet-7x7x512", 1, "sm90-serial", 1.2),
+                  ("resnet-7x7x512", 1, "auto", 0.9), ("resnet-28x28x128", 1, "xla", 1.0),
+                  ("resnet-28x28x128", 1, "sm90-RowSync-fused", 0.8)])
+    b = run("b", [("resnet-7x7x512", 1, "xla", 1.3), ("resnet-7x7x512", 1, "sm90-serial@split", 1.2),
+                  ("resnet-28x28x128", 1, "xla", 1.0), ("resnet-28x28x128", 1, "sm90-serial@split", 0.9)])
+    tune.main([a, b, "--out-dir", str(tmp_path / "tuned")])
+    table = json.loads((tmp_path / "tuned" / "t100-conv.json").read_text())
+    assert table["measured_commit"] == ["a", "b"]
+    by_layer = {e["layer"]: e for e in table["entries"]}
+    # 1.3 / 1.2 = 1.083 beats run a's 1 / 1.2; the split's shares come from bench/conv.py's rule.
+    deep = by_layer["resnet-7x7x512"]
+    assert (deep["impl"], deep["mode"], deep["tile"], deep["split_k"]) == (
+        "sm90-serial@split", "serial", [[128, 128, 64], [128, 128, 64]], [8, 8])
+    assert deep["speedup_over_xla"] == round(1.3 / 1.2, 3)
+    # 1 / 0.8 (run a) beats 1 / 0.9 (run b).
+    mid = by_layer["resnet-28x28x128"]
+    assert (mid["impl"], mid["policy"], mid["mode"], mid["split_k"]) == ("sm90-RowSync-fused", "RowSync",
+                                                                       "fused", [1, 1])
+    # MLP results do not merge: one at a time.
+    mlp = tmp_path / "t100-mlp.json"
+    mlp.write_text(json.dumps({"device": "NVIDIA T100", "commit": "c", "dirty": False, "date": "d",
+                               "rows": [dict(SHAPE, model="custom", dtype="float16", tokens=256, impl="xla",
+                                             ms=1.0)]}))
+    with pytest.raises(SystemExit):
+        tune.main([str(mlp), str(mlp), "--out-dir", str(tmp_path / "tuned")])
