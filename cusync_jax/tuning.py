@@ -88,16 +88,21 @@ def lookup(device_name: str, tokens: int, hidden: int, ffn: int, out: int, activ
            dtype: Optional[str] = None) -> Optional[TunedChoice]:
     """The measured choice for this shape at the nearest measured token count
     (within TOKEN_REACH), or None. dtype None matches any dtype."""
+    e = _nearest((e for e in _table(device_slug(device_name))
+                  if (e["hidden"], e["ffn"], e["out"], e["activation"]) == (hidden, ffn, out, activation)
+                  and dtype in (None, e["dtype"])), tokens, "tokens")
+    return _choice(e) if e else None
+
+
+def _nearest(entries, count: int, key: str) -> Optional[dict]:
+    """The entry whose `key` (tokens, or a conv's batch) is nearest `count`
+    within TOKEN_REACH, or None."""
     best = None
-    for e in _table(device_slug(device_name)):
-        if (e["hidden"], e["ffn"], e["out"], e["activation"]) != (hidden, ffn, out, activation):
-            continue
-        if dtype is not None and e["dtype"] != dtype:
-            continue
-        distance = abs(math.log(max(tokens, 1) / e["tokens"]))
+    for e in entries:
+        distance = abs(math.log(max(count, 1) / e[key]))
         if distance <= math.log(TOKEN_REACH) and (best is None or distance < best[0]):
             best = (distance, e)
-    return _choice(best[1]) if best else None
+    return best[1] if best else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,19 +129,12 @@ def lookup_conv(device_name: str, images: int, height: int, width: int, channels
     """The measured choice for this conv pair (channels (C0, C1, C2), filters
     ((R1, S1), (R2, S2))) at the nearest measured batch (within TOKEN_REACH),
     or None. dtype None matches any dtype."""
-    best = None
-    for e in _table(device_slug(device_name), "conv"):
-        if ((e["height"], e["width"], tuple(e["channels"]), tuple(map(tuple, e["filters"])), e["activation"])
-                != (height, width, tuple(channels), tuple(map(tuple, filters)), activation)):
-            continue
-        if dtype is not None and e["dtype"] != dtype:
-            continue
-        distance = abs(math.log(max(images, 1) / e["batch"]))
-        if distance <= math.log(TOKEN_REACH) and (best is None or distance < best[0]):
-            best = (distance, e)
-    if best is None:
+    shape = (height, width, tuple(channels), tuple(map(tuple, filters)), activation)
+    e = _nearest((e for e in _table(device_slug(device_name), "conv")
+                  if (e["height"], e["width"], tuple(e["channels"]), tuple(map(tuple, e["filters"])),
+                      e["activation"]) == shape and dtype in (None, e["dtype"])), images, "batch")
+    if e is None:
         return None
-    e = best[1]
     tile = tuple(TileShape(*t) for t in e["tile"]) if e.get("tile") else None
     return ConvTunedChoice(e["impl"], e["batch"], e.get("policy"), e["mode"], tile, tuple(e["split_k"]),
                            e["speedup_over_xla"])

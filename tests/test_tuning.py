@@ -189,7 +189,8 @@ def test_tile_order_is_a_choice_of_both_gemms():
         cs.plan_mlp(512, 256, 512, device="cpu", order="diagonal")
 
 
-def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path):
+def load_bench_tune():
+    """bench/tune.py as a module (it imports its neighbours in bench/)."""
     import importlib.util
     import pathlib
     import sys
@@ -201,6 +202,11 @@ def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path)
         spec.loader.exec_module(tune)
     finally:
         sys.path.remove(str(bench))
+    return tune
+
+
+def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path):
+    tune = load_bench_tune()
 
     def row(tokens, impl, ms, plan=None):
         r = dict(SHAPE, model="custom", dtype="float16", tokens=tokens, impl=impl, ms=ms)
@@ -261,17 +267,7 @@ def test_a_table_entry_may_name_the_mma_schedule():
 
 
 def test_bench_tune_merges_conv_runs_by_their_own_xla_rows(tmp_path):
-    import importlib.util
-    import pathlib
-    import sys
-    bench = pathlib.Path(__file__).resolve().parents[1] / "bench"
-    sys.path.insert(0, str(bench))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_tune_conv", bench / "tune.py")
-        tune = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(tune)
-    finally:
-        sys.path.remove(str(bench))
+    tune = load_bench_tune()
 
     def run(name, rows):
         result = {"device": "NVIDIA T100", "commit": name, "dirty": False, "date": "d",

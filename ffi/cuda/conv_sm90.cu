@@ -85,12 +85,8 @@ Error launch_stage(const ConvPairSpec& s, const ConvBuffers& b, int stage, bool 
     // counts and partial sums where the call's layout puts them.
     const int splits = stage == 0 ? s.splits1 : s.splits2;
     const int k_blocks = static_cast<int>(stage == 0 ? s.producer_k_blocks() : s.consumer_k_blocks());
-    const cusync::SplitLayout layout = cusync_ffi::conv_sync_layout(s);
-    p.stream_k = cusync::conv_stream_k(g.tiling, k_blocks, splits);
-    p.stream_k_stage = stage;
-    p.stream_k_counts = b.sync + (stage == 0 ? layout.counts1 : layout.counts2);
-    p.stream_k_partials = reinterpret_cast<float*>(b.sync + (stage == 0 ? layout.partials1 : layout.partials2));
-    p.end = kStreamKDone;
+    run_stream_k(p, cusync::conv_stream_k(g.tiling, k_blocks, splits), stage, cusync_ffi::conv_sync_layout(s),
+                 b.sync);
   }
   return launch(p, device, stream,
                 stage == 0 ? "launching the Hopper conv producer" : "launching the Hopper conv consumer");

@@ -141,13 +141,11 @@ Error launch_stage(const MlpSpec& s, const MlpBuffers& b, int stage, bool synced
       return Error::Internal("cusync_jax: the stream-K producer's tile columns (" +
                              std::to_string(g.tiling.grid_cols()) + ") differ from the sync layout's (" +
                              std::to_string(cusync_ffi::mlp_stream_k_cols1(s)) + ")");
-    p.stream_k = cusync::make_stream_k(g.tiling.grid_rows(), g.tiling.grid_cols(),
+    run_stream_k(p,
+                 cusync::make_stream_k(g.tiling.grid_rows(), g.tiling.grid_cols(),
                                        stage == 0 ? cusync_ffi::mlp_k_blocks1(s) : cusync_ffi::mlp_k_blocks2(s),
-                                       s.stream_k_ctas);
-    p.stream_k_stage = stage;
-    p.stream_k_counts = b.sync + (stage == 0 ? layout.counts1 : layout.counts2);
-    p.stream_k_partials = reinterpret_cast<float*>(b.sync + (stage == 0 ? layout.partials1 : layout.partials2));
-    p.end = kStreamKDone;
+                                       s.stream_k_ctas),
+                 stage, layout, b.sync);
   }
   return launch(p, device, stream,
                 stage == 0 ? "launching the Hopper producer kernel" : "launching the Hopper consumer kernel");

@@ -85,6 +85,20 @@ void single_stage_schedule(ChainParams<Cfg>& p, const GemmStage<Cfg>& g, int sta
   if (synced && stage == 0) p.started = sync + cusync::kProducerStarted;
 }
 
+// A launch of one stage run stream-K on `sk` (a Cfg::kStreamK
+// configuration): its tiles' segment counts and fp32 partial sums where the
+// call's sync layout puts that stage's.
+template <class Cfg>
+void run_stream_k(ChainParams<Cfg>& p, const cusync::StreamK& sk, int stage, const cusync::SplitLayout& layout,
+                  int* sync) {
+  static_assert(Cfg::kStreamK);
+  p.stream_k = sk;
+  p.stream_k_stage = stage;
+  p.stream_k_counts = sync + (stage == 0 ? layout.counts1 : layout.counts2);
+  p.stream_k_partials = reinterpret_cast<float*>(sync + (stage == 0 ? layout.partials1 : layout.partials2));
+  p.end = kStreamKDone;
+}
+
 // The launch attribute of Cfg's 2x1 clusters.
 template <class Cfg>
 cudaLaunchAttribute cluster_attribute() {
