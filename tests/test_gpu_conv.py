@@ -158,3 +158,19 @@ def test_hopper_conv_split_k_matches_xla_and_repeats_exactly(n, size, c0, c1, c2
     assert rel_err(y, reference(ops)) < TOL[dtype]
     for _ in range(3):
         assert np.array_equal(np.asarray(synced(ops, plan=plan)), np.asarray(y))
+
+
+@pytest.mark.parametrize("n,size,c", [(1, 56, 64), (1, 28, 128)])
+def test_auto_runs_what_the_tuned_table_measured(n, size, c):
+    # cusync_jax/tuned/h200-conv.json names the Hopper conv for these pairs on
+    # the H200 (fused RowSync; split serial): auto plans and runs it.
+    device = cs.planner.device_model(jax.devices()[0])
+    rep = cs.plan_conv_pair(n, size, size, c, c, device=device, dtype=jnp.float16)
+    if rep.source != "measured" or rep.fallback:
+        pytest.skip(f"no measured synced winner for this pair on {device.name}")
+    assert rep.plan.kernel == 1
+    ops = conv_inputs(n + size, n, size, size, c, c, c, jnp.float16, residual=True)
+    x, k1, k2, b1, b2, res = ops
+    y = jax.jit(lambda *a: cs.synced_conv_pair(*a[:3], b1=a[3], b2=a[4], residual=a[5]))(x, k1, k2, b1, b2, res)
+    assert rel_err(y, reference(ops)) < TOL[jnp.float16]
+    assert np.array_equal(np.asarray(y), np.asarray(synced(ops, plan=rep.plan)))
