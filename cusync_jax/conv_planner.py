@@ -168,10 +168,10 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     buffer, added by the share that ends last, which alone stores (and posts)
     the tile. The Hopper conv (tile=(128, 64, 64) or (128, 128, 64)) splits in
     serial mode only, stream-K over tiles x split CTAs (an even split where
-    the split divides the k-blocks). Deep layers at small batch have few tiles and long k loops
-    (ResNet's 7x7x512 at batch 1: 8 tiles of 144 k-blocks). (1, 1): none. At
-    most each conv's k-block count; an explicit choice the wave model does
-    not make.
+    the split divides the k-blocks). Deep layers at small batch have few
+    tiles and long k loops (ResNet's 7x7x512 at batch 1: 8 tiles of 144
+    k-blocks). (1, 1): none. At most each conv's k-block count; an explicit
+    choice the wave model does not make.
     """
     for name, v in (("images", images), ("height", height), ("width", width),
                     ("in_channels", in_channels), ("mid_channels", mid_channels)):
@@ -243,9 +243,11 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
         return dataclasses.replace(rep, source="user")
     fallback = lambda r, source: dataclasses.replace(r, source=source,
                                                      plan=dataclasses.replace(r.plan, fallback=True))
+    if allow_fallback and not on_cpu and _dtype_name(dtype) not in (None, "float16", "bfloat16"):
+        return fallback(rep, "model")  # the GPU kernels take float16 and bfloat16
     if allow_fallback and not on_cpu:
         choice = tuning.lookup_conv(model.name, images, height, width, (in_channels, mid_channels, out_channels),
-                                    (f1, f2), activation, None if dtype is None else _dtype_name(dtype))
+                                    (f1, f2), activation, _dtype_name(dtype))
         if choice is not None and choice.fallback:
             return fallback(rep, "measured")
         if choice is not None:

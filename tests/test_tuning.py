@@ -153,6 +153,9 @@ def test_conv_measured_winners_are_planned(conv_table):
     assert cs.plan_conv_pair(1, 56, 56, 64, 64, device=conv_table, dtype="bfloat16").source == "model"
     assert cs.plan_conv_pair(1, 56, 56, 64, 64, filter2=1, device=conv_table).source == "model"
     assert cs.plan_conv_pair(1, 56, 56, 64, 64, device=conv_table, mode="serial").source == "user"
+    # The GPU kernels take float16 and bfloat16: auto runs XLA's convolutions for float32.
+    rep = cs.plan_conv_pair(1, 56, 56, 64, 64, device=conv_table, dtype=jnp.float32)
+    assert rep.fallback and rep.source == "model"
 
 
 def test_committed_h200_conv_table_plans_what_it_measured():
