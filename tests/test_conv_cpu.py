@@ -224,6 +224,27 @@ def test_the_hopper_conv_split_sizes_its_stream_k_slots():
         -(-(8 + tiles + 2 * tiles) // 4) * 4 + (9 + 1) * tiles * t.m * t.n)
 
 
+@pytest.mark.parametrize("rows,cols,k_blocks,split", [
+    (1, 4, 72, 8),    # 7x7x512 at batch 1 on 128x128x64 tiles
+    (4, 4, 72, 8),    # 14x14x512 at batch 4
+    (13, 4, 72, 2),   # 7x7x512 at batch 32
+    (2, 2, 36, 6),    # 14x14x256 at batch 1
+    (7, 1, 18, 3),    # 28x28x128 at batch 1
+])
+def test_the_hopper_conv_split_is_even_where_it_divides_the_k_blocks(rows, cols, k_blocks, split):
+    # Stream-K over tiles x split CTAs (cusync/sync_layout.h, conv_stream_k):
+    # each CTA runs one share of one tile, every tile in `split` equal shares.
+    _, per_cta = cs._cusync_cpu.stream_k_schedule(rows, cols, k_blocks, rows * cols * split)
+    assert len(per_cta) == rows * cols * split
+    shares = {}
+    for segments in per_cta:
+        assert len(segments) == 1
+        (row, col, kb0, kb1, slot, count), = segments
+        assert kb1 - kb0 == k_blocks // split and count == split
+        shares.setdefault((row, col), set()).add(slot)
+    assert all(s == set(range(split)) for s in shares.values()) and len(shares) == rows * cols
+
+
 def test_plan_conv_pair_bad_arguments():
     with pytest.raises(ValueError, match="height: expected a positive int"):
         cs.plan_conv_pair(1, 0, 7, 8, 8)
