@@ -3,14 +3,16 @@ XLA (cuDNN) and the StreamSync baseline, on one GPU.
 
 Rows per (layer, batch): xla (lax.conv_general_dilated through XLA), serial
 (our kernels in stream order: StreamSync), every policy in the streams and
-fused modes, and auto (the planner's choice; "fallback": true where it ran
-XLA's own convolutions). Times are device time per call:
-each is the median over `rounds` launches (variants alternated, as in
-bench/timing.py) of one jit that runs the op `reps` times in a loop, divided by `reps` (the loop carries a one-element update of
-x so XLA cannot hoist the op out of it).
+fused modes, on a Hopper GPU the same on the Hopper conv ("sm90-...", also
+split along k), and auto (the planner's choice; "fallback": true where it ran
+XLA's own convolutions). Times are device time per call: each is the median
+over `rounds` launches (variants alternated, as in bench/timing.py) of one
+jit that runs the op `reps` times in a loop, divided by `reps` (the loop
+carries a one-element update of x so XLA cannot hoist the op out of it).
 
     python bench/conv.py                      # everything, float16
     python bench/conv.py --layers resnet-56x56x64 --batches 1 8 --reps 20
+    python bench/conv.py --residual --only sm90-serial   # ResNet blocks, xla and the Hopper serial rows
 
 Writes bench/results/<device>-conv.json and a plot beside it.
 """
@@ -126,9 +128,9 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
 def implementations(split_k: bool = False, hopper: bool = False):
     """impl name (impl_names) -> fn(x, k1, k2, b1, b2) -> y."""
     def make(name):
-        def fn(x, k1, k2, b1, b2):
+        def fn(x, k1, k2, b1, b2, residual=None):
             if name == "xla":
-                return cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2, precision=None)
+                return cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2, residual=residual, precision=None)
             n, h, w, c0 = x.shape
             c1, c2 = k1.shape[3], k2.shape[3]
             kw = plan_kwargs(name, n, h, c0, c1, c2, (k1.shape[:2], k2.shape[:2]))
@@ -136,7 +138,7 @@ def implementations(split_k: bool = False, hopper: bool = False):
                 # The H200's kernels by name (the plain rows plan for the device they run on).
                 kw = dict(plan=cs.plan_conv_pair(n, h, w, c0, c1, c2, filter1=k1.shape[:2],
                                                  filter2=k2.shape[:2], device="h200", **kw).plan)
-            return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, **kw)
+            return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, residual=residual, **kw)
         return fn
     return {name: make(name) for name in impl_names(split_k, hopper)}
 
@@ -165,14 +167,18 @@ def reps_for(fn, ops) -> int:
     return timing.iterations_for(min(timing.launch_ms(probe, ops) for _ in range(3)) / 10)
 
 
-def inputs(batch, size, c0, c1, c2, dtype, seed=0):
-    ks = jax.random.split(jax.random.key(seed), 5)
+def inputs(batch, size, c0, c1, c2, dtype, seed=0, residual=False):
+    """x, k1, k2, b1, b2 (and with residual the shortcut added to y, as in a
+    ResNet basic block)."""
+    ks = jax.random.split(jax.random.key(seed), 6)
     x = jax.random.normal(ks[0], (batch, size, size, c0), jnp.float32)
     k1 = jax.random.normal(ks[1], (3, 3, c0, c1), jnp.float32) / np.sqrt(9 * c0)
     k2 = jax.random.normal(ks[2], (3, 3, c1, c2), jnp.float32) / np.sqrt(9 * c1)
     b1 = jax.random.normal(ks[3], (c1,), jnp.float32) * 0.1
     b2 = jax.random.normal(ks[4], (c2,), jnp.float32) * 0.1
-    return tuple(a.astype(dtype) for a in (x, k1, k2, b1, b2))
+    ops = (x, k1, k2, b1, b2) + ((jax.random.normal(ks[5], (batch, size, size, c2), jnp.float32),)
+                                 if residual else ())
+    return tuple(a.astype(dtype) for a in ops)
 
 
 def plot(rows, path: pathlib.Path):
@@ -212,8 +218,11 @@ def main():
                     help="timed launches per variant, variants alternated; the median is kept")
     ap.add_argument("--split-k", action="store_true",
                     help="also time serial and RowSync-fused with split-K shares (split_for)")
-    ap.add_argument("--hopper", action="store_true",
-                    help="also time the Hopper conv (kernel family 1) on the layers it takes")
+    ap.add_argument("--hopper", action=argparse.BooleanOptionalAction, default=None,
+                    help="also time the Hopper conv (kernel family 1) on the layers it takes "
+                         "(default: where the GPU is compute capability 9.0)")
+    ap.add_argument("--residual", action="store_true",
+                    help="add a residual to y (the ResNet basic block's shortcut) in every row")
     ap.add_argument("--only", nargs="+", default=None, metavar="PREFIX",
                     help="time only the rows whose names start with one of these (xla is always timed)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
@@ -230,7 +239,10 @@ def main():
     commit = args.commit or commit
     dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
     dtype = jnp.dtype(args.dtype)
-    all_impls = implementations(args.split_k, args.hopper)
+    hopper = args.hopper
+    if hopper is None:
+        hopper = device.platform == "gpu" and str(getattr(device, "compute_capability", "")).startswith("9")
+    all_impls = implementations(args.split_k, hopper)
     if args.only:
         all_impls = {n: f for n, f in all_impls.items() if n == "xla" or n.startswith(tuple(args.only))}
     rows = []
@@ -239,11 +251,11 @@ def main():
         size, c0, c1, c2 = LAYERS[layer]
         impls = {n: f for n, f in all_impls.items() if hopper_runs(layer) or not n.startswith("sm90-")}
         for batch in args.batches:
-            ops = inputs(batch, size, c0, c1, c2, dtype)
+            ops = inputs(batch, size, c0, c1, c2, dtype, residual=args.residual)
             reps = args.reps or reps_for(impls["xla"], ops)
             ms = timing.alternate({name: (looped(fn, reps), ops, reps)
                                    for name, fn in impls.items()}, args.rounds)
-            fallback = cs.plan_conv_pair(batch, size, size, c0, c1, c2, device=planner_device).fallback
+            fallback = cs.plan_conv_pair(batch, size, size, c0, c1, c2, device=planner_device, dtype=dtype).fallback
             rows.extend({"layer": layer, "dtype": dtype.name, "batch": batch, "impl": name,
                          "ms": round(t, 5), **({"fallback": fallback} if name == "auto" else {})}
                         for name, t in ms.items())
@@ -252,7 +264,7 @@ def main():
             # After every case: a run cut short keeps what it measured.
             out.write_text(json.dumps({
                 "commit": commit, "dirty": dirty, "device": device.device_kind,
-                "jax": jax.__version__,
+                "jax": jax.__version__, "residual": args.residual,
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "rows": rows}, indent=1) + "\n")
     plot(rows, out.with_suffix(".png"))

@@ -38,9 +38,11 @@ def test_mlp_bench(tmp_path):
 def test_conv_bench(tmp_path):
     out = tmp_path / "conv.json"
     run_bench("conv.py", "--layers", "resnet-7x7x512", "--batches", "1",  # reps: from a probe
-              "--rounds", "1", "--commit", "abc", "--dirty", "0", "--out", str(out))
-    rows = json.loads(out.read_text())["rows"]
-    assert {r["impl"] for r in rows} >= {"xla", "serial", "Conv2DTileSync-fused", "auto"}
+              "--rounds", "1", "--residual", "--commit", "abc", "--dirty", "0", "--out", str(out))
+    result = json.loads(out.read_text())
+    assert {r["impl"] for r in result["rows"]} >= {"xla", "serial", "Conv2DTileSync-fused", "auto"}
+    # The CPU is no Hopper GPU: no sm90 rows unless asked for.
+    assert not any(r["impl"].startswith("sm90-") for r in result["rows"]) and result["residual"] is True
 
 
 def test_model_bench(tmp_path):
