@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+import cusync_jax as cs
 import cusync_jax.flax as csflax
 from example_timing import median_ms
 
@@ -97,6 +99,21 @@ def init_params(size: NetSize, batch: int, dtype, seed: int = 0):
     return jax.tree_util.tree_map_with_path(draw, shapes), jnp.asarray(images, dtype)
 
 
+def pair_choices(size: NetSize, batch: int, dtype) -> str:
+    """What policy="auto" runs for each stage's conv pairs on this device: our
+    kernels or XLA's convolutions, and whether a measurement (the tuned table)
+    or the wave model decided."""
+    device = jax.devices()[0]
+    model = cs.planner.device_model(device) if device.platform == "gpu" else "cpu"
+    side = math.ceil(math.ceil(size.image / 2) / 2)  # after the stride-2 stem and max pool
+    out = []
+    for stage, channels in enumerate(size.channels):
+        side = math.ceil(side / 2) if stage else side
+        rep = cs.plan_conv_pair(batch, side, side, channels, channels, device=model, dtype=dtype)
+        out.append(f"{side}x{side}x{channels} {'XLA' if rep.fallback else 'synced'} ({rep.source})")
+    return ", ".join(out)
+
+
 def main(argv=None):
     on_gpu = jax.default_backend() == "gpu"
     ap = argparse.ArgumentParser(description=__doc__,
@@ -112,6 +129,7 @@ def main(argv=None):
     synced = jax.jit(ResNet38(size, synced=True, dtype=dtype).apply)
     print(f"device {jax.devices()[0].device_kind}, {size}, {args.dtype}")
     print(f"{'batch':>6}{'plain ms':>11}{'synced ms':>11}{'speedup':>9}{'max rel err':>13}")
+    choices = []
     for batch in args.batch:
         params, images = init_params(size, batch, dtype)
         want, got = plain(params, images), synced(params, images)
@@ -120,6 +138,8 @@ def main(argv=None):
         t_plain = median_ms(plain, params, images, reps=args.reps)
         t_synced = median_ms(synced, params, images, reps=args.reps)
         print(f"{batch:>6}{t_plain:>11.3f}{t_synced:>11.3f}{t_plain / t_synced:>9.3f}{err:>13.2e}")
+        choices.append(f"batch {batch}: {pair_choices(size, batch, dtype)}")
+    print("conv pairs (auto):\n  " + "\n  ".join(choices))
 
 
 if __name__ == "__main__":
