@@ -127,9 +127,9 @@ def main(argv=None):
         ap.error("result: one bench/mlp.py result at a time")
     if len({r["device"] for r in results}) > 1:
         ap.error("result: the results come from different devices")
-    table = {"device": result["device"], "measured_commit": [r["commit"] for r in results] if is_conv
-             else result["commit"], "measured_dirty": result["dirty"] if not is_conv
-             else any(r["dirty"] for r in results), "date": max(r["date"] for r in results),
+    commits = [r["commit"] for r in results]
+    table = {"device": result["device"], "measured_commit": commits if is_conv else commits[0],
+             "measured_dirty": any(r["dirty"] for r in results), "date": max(r["date"] for r in results),
              "margin": MARGIN, "entries": conv_entries(results) if is_conv else entries(result)}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     path = args.out_dir / (f"{tuning.device_slug(result['device'])}-conv.json" if is_conv else args.result[0].name)

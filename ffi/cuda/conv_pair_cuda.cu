@@ -10,7 +10,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <mutex>
 #include <string>
 
 #include "common/conv_spec.h"
@@ -43,25 +42,19 @@ template <class T>
 ffi::Error run_streams(const cusync_ffi::ConvPairSpec& s, const conv::ConvPairParams<T>& params, int slots,
                        int device, cudaStream_t stream) {
   const int n1 = s.producer.tile_count() * s.splits1, n2 = s.consumer.tile_count() * s.splits2;
-  SideStream* side = nullptr;
-  if (auto e = side_stream_for(device, &side); e.failure()) return e;
   // W: when both grids fit in one wave no consumer block can keep a producer
   // block from an SM, so the wait kernel is skipped.
   const bool wait_kernel = !(cusync::has(s.optimizations, cusync::kAvoidWaitKernel) && n1 + n2 <= slots);
-  std::lock_guard<std::mutex> lock(side->mu);
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->fork, stream), "recording the fork event");
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side->stream, side->fork, 0), "forking the side stream");
-  conv::producer_kernel<T><<<n1, conv::kThreads, 0, stream>>>(params);
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "launching the conv producer kernel (streams)");
-  if (wait_kernel) {
-    if (auto e = launch_wait_for_flag(params.sync + cusync::kProducerStarted, side->stream); e.failure())
-      return e;
-  }
-  conv::consumer_kernel<T><<<n2, conv::kThreads, 0, side->stream>>>(params);
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "launching the conv consumer kernel (streams)");
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->join, side->stream), "recording the join event");
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, side->join, 0), "joining the side stream");
-  return ffi::Error::Success();
+  return run_on_two_streams(
+      device, stream, params.sync + cusync::kProducerStarted, wait_kernel,
+      [&](cudaStream_t on) {
+        conv::producer_kernel<T><<<n1, conv::kThreads, 0, on>>>(params);
+        return cuda_error(cudaGetLastError(), "launching the conv producer kernel (streams)");
+      },
+      [&](cudaStream_t on) {
+        conv::consumer_kernel<T><<<n2, conv::kThreads, 0, on>>>(params);
+        return cuda_error(cudaGetLastError(), "launching the conv consumer kernel (streams)");
+      });
 }
 
 template <class T>

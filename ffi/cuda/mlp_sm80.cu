@@ -127,8 +127,6 @@ Error run_fused(const KernelEntry& kernel, MlpKernelParams p, int P, int C, int 
 
 Error run_streams(const KernelEntry& producer, const KernelEntry& consumer, MlpKernelParams p, int P, int C,
                   int producer_slots, int consumer_slots, int device, cudaStream_t stream) {
-  SideStream* side = nullptr;
-  if (auto e = side_stream_for(device, &side); e.failure()) return e;
   const bool hardware_order = cusync::has(p.optimizations, cusync::kHardwareBlockOrder);
   // Both grids resident at once: no consumer block can keep a producer block
   // from an SM, so the wait kernel is not needed.
@@ -138,26 +136,18 @@ Error run_streams(const KernelEntry& producer, const KernelEntry& consumer, MlpK
   p.synced = true;
   p.persistent = false;
 
-  std::lock_guard<std::mutex> lock(side->mu);
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->fork, stream), "recording the fork event");
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side->stream, side->fork, 0), "forking the side stream");
   MlpKernelParams pp = p;
   pp.counter = hardware_order ? nullptr : p.sync + cusync::kProducerCounter;
   pp.first = 0;
   pp.end = P;
-  if (auto e = launch(producer, pp, P, stream, "launching the producer kernel (streams)"); e.failure()) return e;
-  if (wait_kernel) {
-    if (auto e = launch_wait_for_flag(p.sync + cusync::kProducerStarted, side->stream); e.failure()) return e;
-  }
   MlpKernelParams cp = p;
   cp.counter = hardware_order ? nullptr : p.sync + cusync::kConsumerCounter;
   cp.first = P;
   cp.end = P + C;
-  if (auto e = launch(consumer, cp, C, side->stream, "launching the consumer kernel (streams)"); e.failure())
-    return e;
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->join, side->stream), "recording the join event");
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, side->join, 0), "joining the side stream");
-  return Error::Success();
+  return run_on_two_streams(
+      device, stream, p.sync + cusync::kProducerStarted, wait_kernel,
+      [&](cudaStream_t on) { return launch(producer, pp, P, on, "launching the producer kernel (streams)"); },
+      [&](cudaStream_t on) { return launch(consumer, cp, C, on, "launching the consumer kernel (streams)"); });
 }
 
 }  // namespace

@@ -29,7 +29,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <mutex>
 #include <string>
 
 #include "cuda/cuda_check.h"
@@ -318,8 +317,6 @@ Error launch_mlp_sm90(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream
     default: {
       int dev = 0;
       if (auto e = stream_device(stream, &dev); e.failure()) return e;
-      SideStream* side = nullptr;
-      if (auto e = side_stream_for(dev, &side); e.failure()) return e;
       // Both persistent grids resident at once (one CTA per SM each): no
       // consumer CTA can hold an SM a producer CTA needs.
       int positions[2] = {0, 0}, units[2] = {0, 0};
@@ -334,17 +331,10 @@ Error launch_mlp_sm90(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream
       const int resident = std::min(units[0], units[1]);
       const bool one_wave = std::min(positions[0], resident) + std::min(positions[1], resident) <= resident;
       const bool wait_kernel = !(cusync::has(s.optimizations, cusync::kAvoidWaitKernel) && one_wave);
-      std::lock_guard<std::mutex> lock(side->mu);
-      CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->fork, stream), "recording the fork event");
-      CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side->stream, side->fork, 0), "forking the side stream");
-      if (auto e = stage_launch(0, true, stream); e.failure()) return e;
-      if (wait_kernel) {
-        if (auto e = launch_wait_for_flag(b.sync + cusync::kProducerStarted, side->stream); e.failure()) return e;
-      }
-      if (auto e = stage_launch(1, true, side->stream); e.failure()) return e;
-      CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->join, side->stream), "recording the join event");
-      CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, side->join, 0), "joining the side stream");
-      return Error::Success();
+      return run_on_two_streams(
+          dev, stream, b.sync + cusync::kProducerStarted, wait_kernel,
+          [&](cudaStream_t on) { return stage_launch(0, true, on); },
+          [&](cudaStream_t on) { return stage_launch(1, true, on); });
     }
   }
 }

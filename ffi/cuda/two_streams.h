@@ -15,6 +15,7 @@
 
 #include <mutex>
 
+#include "cuda/cuda_check.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace cusync_cuda {
@@ -36,23 +37,24 @@ xla::ffi::Error launch_wait_for_flag(const int* flag, cudaStream_t stream);
 xla::ffi::Error stream_is_capturing(cudaStream_t stream, bool* capturing);
 
 // The fork, producer(stream), [wait kernel on `started`], consumer(side
-// stream) and join of one two-stream op; each callable returns an ffi::Error.
+// stream) and join of one two-stream op (every kernel family's streams
+// mode); each callable launches on the stream it is given and returns an
+// ffi::Error.
 template <class Producer, class Consumer>
 xla::ffi::Error run_on_two_streams(int device, cudaStream_t stream, const int* started, bool wait_kernel,
                                    Producer&& producer, Consumer&& consumer) {
   SideStream* side = nullptr;
   if (auto e = side_stream_for(device, &side); e.failure()) return e;
   std::lock_guard<std::mutex> lock(side->mu);
-  if (cudaEventRecord(side->fork, stream) != cudaSuccess ||
-      cudaStreamWaitEvent(side->stream, side->fork, 0) != cudaSuccess)
-    return xla::ffi::Error::Internal("cusync_jax: forking the side stream failed");
+  CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->fork, stream), "recording the fork event");
+  CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side->stream, side->fork, 0), "forking the side stream");
   if (auto e = producer(stream); e.failure()) return e;
   if (wait_kernel) {
     if (auto e = launch_wait_for_flag(started, side->stream); e.failure()) return e;
   }
   if (auto e = consumer(side->stream); e.failure()) return e;
-  if (cudaEventRecord(side->join, side->stream) != cudaSuccess || cudaStreamWaitEvent(stream, side->join, 0) != cudaSuccess)
-    return xla::ffi::Error::Internal("cusync_jax: joining the side stream failed");
+  CUSYNC_CUDA_RETURN_IF_ERROR(cudaEventRecord(side->join, side->stream), "recording the join event");
+  CUSYNC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, side->join, 0), "joining the side stream");
   return xla::ffi::Error::Success();
 }
 
