@@ -23,6 +23,7 @@ import datetime
 import json
 import math
 import pathlib
+import re
 import sys
 from typing import Optional
 
@@ -100,7 +101,12 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
                 filters=((3, 3), (3, 3))) -> Optional[dict]:
     """plan_conv_pair's keyword arguments (besides the shapes) for a row: None
     for xla, {} for auto (the planner's own choice). bench/tune.py stores
-    what they give in the tuned table."""
+    what they give in the tuned table.
+
+    A row is [sm90-]POLICY-MODE or [sm90-]serial, then optionally "@" and
+    comma-separated options: "split" (the rule's shares, split_for or
+    hopper_split_for), "split=AxB" (A producer and B consumer shares), "n64"
+    (the Hopper conv's 128x64 tile whatever the channels)."""
     if impl == "xla":
         return None
     if impl == "auto":
@@ -108,25 +114,31 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
     hopper = impl.startswith("sm90-")
     name, _, variant = impl[len("sm90-") if hopper else 0:].partition("@")
     policy, _, mode = ("Conv2DTileSync", "", "serial") if name == "serial" else name.partition("-")
-    if policy not in POLICIES or mode not in ("serial",) + MODES or variant not in ("", "split"):
+    options = [o for o in variant.split(",") if o]
+    if (policy not in POLICIES or mode not in ("serial",) + MODES
+            or any(not re.fullmatch(r"split(=\d+x\d+)?|n64", o) for o in options)
+            or ("n64" in options and not hopper)):
         raise ValueError(f"unknown row {impl!r}")
     kw = dict(policy=policy, mode=mode)
     if hopper:
-        tile = kw["tile"] = (128, 64, 64) if c1 == 64 else (128, 128, 64)
+        tile = kw["tile"] = (128, 64, 64) if c1 == 64 or "n64" in options else (128, 128, 64)
         rule, slots = hopper_split_for, cs.H200.sms
     else:
         tile, rule, slots = cs.kernels.CONV_CUDA_CONFIGS[0].tile, split_for, CUDA_SLOTS
-    if variant == "split":
-        tile = cs.TileShape(*tile) if isinstance(tile, tuple) else tile
-        kw["split_k"] = tuple(
-            rule(math.prod(cs.planner.grid(n * size * size, c_out, tile)),
-                 cs.conv_planner.conv_k_blocks(f, c_in, tile), slots)
-            for c_in, c_out, f in ((c0, c1, filters[0]), (c1, c2, filters[1])))
+    for o in options:
+        if o == "split":
+            tile = cs.TileShape(*tile) if isinstance(tile, tuple) else tile
+            kw["split_k"] = tuple(
+                rule(math.prod(cs.planner.grid(n * size * size, c_out, tile)),
+                     cs.conv_planner.conv_k_blocks(f, c_in, tile), slots)
+                for c_in, c_out, f in ((c0, c1, filters[0]), (c1, c2, filters[1])))
+        elif o.startswith("split="):
+            kw["split_k"] = tuple(int(s) for s in o[len("split="):].split("x"))
     return kw
 
 
-def implementations(split_k: bool = False, hopper: bool = False):
-    """impl name (impl_names) -> fn(x, k1, k2, b1, b2) -> y."""
+def implementations(split_k: bool = False, hopper: bool = False, extra=()):
+    """impl name (impl_names, then the extra rows) -> fn(x, k1, k2, b1, b2) -> y."""
     def make(name):
         def fn(x, k1, k2, b1, b2, residual=None):
             if name == "xla":
@@ -140,7 +152,7 @@ def implementations(split_k: bool = False, hopper: bool = False):
                                                  filter2=k2.shape[:2], device="h200", **kw).plan)
             return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, residual=residual, **kw)
         return fn
-    return {name: make(name) for name in impl_names(split_k, hopper)}
+    return {name: make(name) for name in [*impl_names(split_k, hopper), *extra]}
 
 
 def looped(fn, reps: int):
@@ -225,6 +237,8 @@ def main():
                     help="add a residual to y (the ResNet basic block's shortcut) in every row")
     ap.add_argument("--only", nargs="+", default=None, metavar="PREFIX",
                     help="time only the rows whose names start with one of these (xla is always timed)")
+    ap.add_argument("--extra", nargs="+", default=(), metavar="ROW",
+                    help="rows beyond the standard ones, e.g. sm90-serial@n64,split=12x12 (plan_kwargs)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", type=pathlib.Path, default=None)
@@ -242,9 +256,10 @@ def main():
     hopper = args.hopper
     if hopper is None:
         hopper = device.platform == "gpu" and str(getattr(device, "compute_capability", "")).startswith("9")
-    all_impls = implementations(args.split_k, hopper)
+    all_impls = implementations(args.split_k, hopper, args.extra)
     if args.only:
-        all_impls = {n: f for n, f in all_impls.items() if n == "xla" or n.startswith(tuple(args.only))}
+        all_impls = {n: f for n, f in all_impls.items()
+                     if n == "xla" or n in args.extra or n.startswith(tuple(args.only))}
     rows = []
     print(f"{'layer':24s} {'batch':>5s} " + " ".join(f"{n:>22s}" for n in all_impls))
     for layer in args.layers:

@@ -4,8 +4,12 @@ recorded by CUPTI through torch.profiler inside the JAX process (the GPU
 machine has torch; nothing here is a package dependency).
 
     python bench/timeline.py TOKENS [MODEL] TRACE.json [--iters N] [--heat SECONDS]
+    python bench/timeline.py conv LAYER BATCH TRACE.json [--rows ROW ...] [--iters N] [--heat SECONDS]
 
-(one trace per variant: TRACE-<variant>.json)
+(one trace per variant: TRACE-<variant>.json). The conv form times a conv
+pair of bench/conv.py's LAYERS as bench/conv.py loops it; its rows are
+bench/conv.py's row names (default: xla, sm90-serial, sm90-serial@split,
+sm90-RowSync-fused).
 
 Prints, per variant, the device time per call, the busy time, each kernel's
 mean duration (and its mean over the launch's first and last tenth: a kernel
@@ -31,6 +35,7 @@ import jax.numpy as jnp
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+import conv
 import cusync_jax as cs
 import mlp
 import timing
@@ -52,28 +57,62 @@ def short_name(name: str) -> str:
     return name[:70]
 
 
-def main(argv):
-    iters, heat = ITERS, 0.0
-    if "--iters" in argv:
-        at = argv.index("--iters")
-        iters, argv = int(argv[at + 1]), argv[:at] + argv[at + 2:]
-    if "--heat" in argv:
-        at = argv.index("--heat")
-        heat, argv = float(argv[at + 1]), argv[:at] + argv[at + 2:]
-    tokens, model, trace = int(argv[0]), (argv[1] if len(argv) > 2 else "gpt3"), argv[-1]
+CONV_ROWS = ("xla", "sm90-serial", "sm90-serial@split", "sm90-RowSync-fused")
+
+
+def take_option(argv, flag, convert, default, many=False):
+    """(value of --flag, argv without it); many: every word up to the next flag."""
+    if flag not in argv:
+        return default, argv
+    at = argv.index(flag)
+    end = at + 2
+    if many:
+        while end < len(argv) and not argv[end].startswith("--"):
+            end += 1
+    values = [convert(v) for v in argv[at + 1:end]]
+    return (values if many else values[0]), argv[:at] + argv[end:]
+
+
+def mlp_variants(argv, iters):
+    """name -> (jitted launch of `iters` chained calls, its inputs), for the MLP form."""
+    tokens, model = int(argv[0]), (argv[1] if len(argv) > 2 else "gpt3")
     hidden, ffn, act = mlp.MODELS[model]
     ops = mlp.make_inputs(tokens, hidden, ffn, act, jnp.float16, 0)
-    fns = {}
+    out = {}
     for name, kw in VARIANTS.items():
         plan = None if kw is None else cs.plan_mlp(tokens, hidden, ffn, activation=act, dtype="float16",
                                                    **kw).plan
         print(name, plan)
-        fns[name] = timing.chained(mlp.step_for(kw, act, plan), iters)
+        out[name] = (timing.chained(mlp.step_for(kw, act, plan), iters), ops)
+    return out
+
+
+def conv_variants(argv, iters, rows):
+    """The same for a conv pair: bench/conv.py's rows, looped as bench/conv.py loops them."""
+    layer, batch = argv[1], int(argv[2])
+    size, c0, c1, c2 = conv.LAYERS[layer]
+    ops = conv.inputs(batch, size, c0, c1, c2, jnp.float16)
+    fns = conv.implementations(extra=[r for r in rows if r not in conv.impl_names(hopper=True)],
+                               hopper=True)
+    out = {}
+    for name in rows:
+        print(name, conv.plan_kwargs(name, batch, size, c0, c1, c2))
+        out[name] = (conv.looped(fns[name], iters), ops)
+    return out
+
+
+def main(argv):
+    iters, argv = take_option(argv, "--iters", int, ITERS)
+    heat, argv = take_option(argv, "--heat", float, 0.0)
+    rows, argv = take_option(argv, "--rows", str, list(CONV_ROWS), many=True)
+    trace = argv[-1]
+    variants = conv_variants(argv, iters, rows) if argv[0] == "conv" else mlp_variants(argv, iters)
+    for f, ops in variants.values():
         for _ in range(3):
-            jax.block_until_ready(fns[name](*ops))
+            jax.block_until_ready(f(*ops))
     torch.cuda.init()
     per_variant = []
-    for name, f in fns.items():
+    for name, (f, ops) in variants.items():
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < heat:
             jax.block_until_ready(f(*ops))
@@ -85,7 +124,7 @@ def main(argv):
         per_variant.append(sorted((e for e in json.load(open(path))["traceEvents"]
                                    if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")),
                                   key=lambda e: e["ts"]))
-    for name, g in zip(fns, per_variant):
+    for name, g in zip(variants, per_variant):
         span = g[-1]["ts"] + g[-1]["dur"] - g[0]["ts"]
         busy = sum(e["dur"] for e in g)
         print(f"== {name}: {len(g)} events, span {span:.1f} us = {span / iters:.1f} us/iter, "
@@ -98,6 +137,9 @@ def main(argv):
             print(f"   {len(d):3d} x {sum(d) / len(d):8.2f} us (first tenth {sum(d[:tenth]) / tenth:.2f}, "
                   f"last {sum(d[-tenth:]) / tenth:.2f})  {k}")
         gaps = [g[i + 1]["ts"] - (g[i]["ts"] + g[i]["dur"]) for i in range(len(g) - 1)]
+        mid = len(g) // 2  # one call from the middle of the launch, event by event
+        for e, gap in zip(g[mid:mid + max(1, len(g) // iters)], gaps[mid:]):
+            print(f"     {e['dur']:8.2f} us, then a {gap:5.1f} us gap  {short_name(e['name'])}")
         print("   gaps (us) first 12:", " ".join(f"{x:.1f}" for x in gaps[:12]))
         print(f"   gaps after the first 12: sum {sum(gaps[12:]) / iters:.1f} us/iter, "
               f"largest {max(gaps[12:], default=0):.1f}")
