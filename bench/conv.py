@@ -91,7 +91,7 @@ def impl_names(split_k: bool = False, hopper: bool = False) -> list:
     synced = [f"{name}-{mode}" for name in POLICIES for mode in MODES]
     names = ["xla", "serial", *synced, "auto"]
     if hopper:
-        names += ["sm90-serial", "sm90-serial@split", *(f"sm90-{n}" for n in synced)]
+        names += ["sm90-serial", "sm90-serial@split", "sm90-serial@n64,split", *(f"sm90-{n}" for n in synced)]
     if split_k:
         names += ["serial@split", "RowSync-fused@split"]
     return names
@@ -135,6 +135,19 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
         elif o.startswith("split="):
             kw["split_k"] = tuple(int(s) for s in o[len("split="):].split("x"))
     return kw
+
+
+def distinct(impls: dict, size: int, c0: int, c1: int, c2: int) -> dict:
+    """The rows that run different plans at a layer (sm90-serial@n64,split is
+    sm90-serial@split where the tile is 128x64 anyway). Compared at batch 1:
+    rows with the same tile there have it at every batch, and so the same shares."""
+    seen, out = [], {}
+    for name, fn in impls.items():
+        kw = plan_kwargs(name, 1, size, c0, c1, c2)
+        if kw is None or kw == {} or kw not in seen:
+            out[name] = fn
+            seen.append(kw)
+    return out
 
 
 def implementations(split_k: bool = False, hopper: bool = False, extra=()):
@@ -265,6 +278,7 @@ def main():
     for layer in args.layers:
         size, c0, c1, c2 = LAYERS[layer]
         impls = {n: f for n, f in all_impls.items() if hopper_runs(layer) or not n.startswith("sm90-")}
+        impls = distinct(impls, size, c0, c1, c2)
         for batch in args.batches:
             ops = inputs(batch, size, c0, c1, c2, dtype, residual=args.residual)
             reps = args.reps or reps_for(impls["xla"], ops)

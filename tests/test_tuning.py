@@ -269,7 +269,7 @@ def test_a_table_entry_may_name_the_mma_schedule():
     assert tuning._choice(older).mma_schedule == "auto"
 
 
-def test_bench_tune_merges_conv_runs_by_their_own_xla_rows(tmp_path):
+def test_bench_tune_merges_conv_runs_at_each_side_best(tmp_path):
     tune = load_bench_tune()
 
     def run(name, rows):
@@ -279,26 +279,34 @@ def test_bench_tune_merges_conv_runs_by_their_own_xla_rows(tmp_path):
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(result))
         return str(path)
-    # Run a: the plain rows; run b, another day: the split Hopper row, whose
-    # XLA row ran slower too. Each speedup counts against its own run's XLA.
+    # Run a: the plain rows; run b, another day, where XLA ran slower: the
+    # split Hopper rows. Each side counts at its shortest time over both runs.
     a = run("a", [("resnet-7x7x512", 1, "xla", 1.0), ("resnet-7x7x512", 1, "sm90-serial", 1.2),
-                  ("resnet-7x7x512", 1, "auto", 0.9), ("resnet-28x28x128", 1, "xla", 1.0),
-                  ("resnet-28x28x128", 1, "sm90-RowSync-fused", 0.8)])
-    b = run("b", [("resnet-7x7x512", 1, "xla", 1.3), ("resnet-7x7x512", 1, "sm90-serial@split", 1.2),
-                  ("resnet-28x28x128", 1, "xla", 1.0), ("resnet-28x28x128", 1, "sm90-serial@split", 0.9)])
+                  ("resnet-7x7x512", 1, "auto", 0.5), ("resnet-28x28x128", 1, "xla", 1.0),
+                  ("resnet-28x28x128", 1, "sm90-RowSync-fused", 1.05),
+                  ("resnet-14x14x256", 1, "xla", 1.0), ("resnet-14x14x256", 1, "sm90-serial", 1.1)])
+    b = run("b", [("resnet-7x7x512", 1, "xla", 1.3), ("resnet-7x7x512", 1, "sm90-serial@split", 0.95),
+                  ("resnet-28x28x128", 1, "xla", 1.4), ("resnet-28x28x128", 1, "sm90-serial@split", 1.1),
+                  ("resnet-14x14x256", 1, "xla", 1.1),
+                  ("resnet-14x14x256", 1, "sm90-serial@n64,split=12x12", 0.8)])
     tune.main([a, b, "--out-dir", str(tmp_path / "tuned")])
     table = json.loads((tmp_path / "tuned" / "t100-conv.json").read_text())
     assert table["measured_commit"] == ["a", "b"]
     by_layer = {e["layer"]: e for e in table["entries"]}
-    # 1.3 / 1.2 = 1.083 beats run a's 1 / 1.2; the split's shares come from bench/conv.py's rule.
+    # Against run a's XLA (1.0, its shortest), not run b's 1.3; auto's row never counts.
+    # The split's shares come from bench/conv.py's rule.
     deep = by_layer["resnet-7x7x512"]
     assert (deep["impl"], deep["mode"], deep["tile"], deep["split_k"]) == (
         "sm90-serial@split", "serial", [[128, 128, 64], [128, 128, 64]], [8, 8])
-    assert deep["speedup_over_xla"] == round(1.3 / 1.2, 3)
-    # 1 / 0.8 (run a) beats 1 / 0.9 (run b).
+    assert deep["speedup_over_xla"] == round(1.0 / 0.95, 3)
+    # 1.4 / 1.1 within run b would be a win; at each side's best it is 1.0 / 1.05, XLA's.
     mid = by_layer["resnet-28x28x128"]
-    assert (mid["impl"], mid["policy"], mid["mode"], mid["split_k"]) == ("sm90-RowSync-fused", "RowSync",
-                                                                       "fused", [1, 1])
+    assert (mid["impl"], mid["mode"], mid["split_k"]) == ("xla", "xla", [1, 1])
+    assert mid["speedup_over_xla"] == round(1.0 / 1.05, 3)
+    # A row with its own tile and shares keeps both.
+    small = by_layer["resnet-14x14x256"]
+    assert (small["impl"], small["tile"], small["split_k"]) == (
+        "sm90-serial@n64,split=12x12", [[128, 64, 64], [128, 64, 64]], [12, 12])
     # MLP results do not merge: one at a time.
     mlp = tmp_path / "t100-mlp.json"
     mlp.write_text(json.dumps({"device": "NVIDIA T100", "commit": "c", "dirty": False, "date": "d",
@@ -306,3 +314,26 @@ def test_bench_tune_merges_conv_runs_by_their_own_xla_rows(tmp_path):
                                              ms=1.0)]}))
     with pytest.raises(SystemExit):
         tune.main([str(mlp), str(mlp), "--out-dir", str(tmp_path / "tuned")])
+
+
+def test_bench_conv_row_names_say_their_plan():
+    conv = load_bench_tune().conv
+    size, c0, c1, c2 = conv.LAYERS["resnet-7x7x512"]
+    kw = lambda row, batch=1: conv.plan_kwargs(row, batch, size, c0, c1, c2)  # noqa: E731
+    assert kw("xla") is None and kw("auto") == {}
+    assert kw("sm90-serial") == dict(policy="Conv2DTileSync", mode="serial", tile=(128, 128, 64))
+    # The rule's shares: 72 k-blocks, 4 tiles of 128x128 at batch 1 -> 8; 8 tiles of 128x64 -> 8 too.
+    assert kw("sm90-serial@split")["split_k"] == (8, 8)
+    assert kw("sm90-serial@n64,split") == dict(policy="Conv2DTileSync", mode="serial", tile=(128, 64, 64),
+                                               split_k=(8, 8))
+    # 32 tiles of 128x64 at batch 8 leave room for 4 shares of 18 k-blocks.
+    assert kw("sm90-serial@n64,split", 8)["split_k"] == (4, 4)
+    assert kw("sm90-RowSync-fused@n64,split=12x6")["split_k"] == (12, 6)
+    assert kw("sm90-serial@") == kw("sm90-serial")  # no options: the plain row
+    for bad in ("sm90-serial@n32", "serial@n64", "sm90-serial@split=3", "RowSync-sideways"):
+        with pytest.raises(ValueError, match="unknown row"):
+            kw(bad)
+    # Rows that plan the same at a layer are timed once.
+    names = list(conv.distinct(conv.implementations(hopper=True), *conv.LAYERS["resnet-56x56x64"]))
+    assert "sm90-serial@split" in names and "sm90-serial@n64,split" not in names
+    assert "sm90-serial@n64,split" in conv.distinct(conv.implementations(hopper=True), size, c0, c1, c2)
