@@ -160,10 +160,11 @@ def test_hopper_conv_split_k_matches_xla_and_repeats_exactly(n, size, c0, c1, c2
         assert np.array_equal(np.asarray(synced(ops, plan=plan)), np.asarray(y))
 
 
-@pytest.mark.parametrize("n,size,c", [(1, 56, 64), (1, 28, 128)])
+@pytest.mark.parametrize("n,size,c", [(1, 56, 64), (1, 28, 128), (1, 14, 256), (1, 7, 512)])
 def test_auto_runs_what_the_tuned_table_measured(n, size, c):
     # cusync_jax/tuned/h200-conv.json names the Hopper conv for these pairs on
-    # the H200 (fused RowSync; split serial): auto plans and runs it.
+    # the H200 (fused RowSync; split serial, the deep ones on 128x64 tiles):
+    # auto plans and runs it.
     device = cs.planner.device_model(jax.devices()[0])
     rep = cs.plan_conv_pair(n, size, size, c, c, device=device, dtype=jnp.float16)
     if rep.source != "measured" or rep.fallback:
