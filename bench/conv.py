@@ -9,6 +9,9 @@ XLA's own convolutions). Times are device time per call: each is the median
 over `rounds` launches (variants alternated, as in bench/timing.py) of one
 jit that runs the op `reps` times in a loop, divided by `reps` (the loop
 carries a one-element update of x so XLA cannot hoist the op out of it).
+--timing device (the default on a GPU) counts the time the GPU was busy in a launch
+(bench/device_time.py); --timing loop its wall time, which for XLA includes
+its host's gaps between cuDNN calls (2-4x its busy time for the small pairs).
 
     python bench/conv.py                      # everything, float16
     python bench/conv.py --layers resnet-56x56x64 --batches 1 8 --reps 20
@@ -184,12 +187,17 @@ def looped(fn, reps: int):
     return loop
 
 
-def reps_for(fn, ops) -> int:
-    """Calls per timed launch so that one launch takes about timing.TARGET_MS
-    (its dispatch and sync, ~250 us, spread thin), from a 10-call probe."""
+def reps_for(fn, ops, target_ms: float = timing.TARGET_MS) -> int:
+    """Calls per timed launch so that one launch takes about target_ms (the
+    wall time's dispatch and sync, ~250 us, spread thin), from a 10-call probe."""
     probe = looped(fn, 10)
     timing.launch_ms(probe, ops)  # compile
-    return timing.iterations_for(min(timing.launch_ms(probe, ops) for _ in range(3)) / 10)
+    return timing.iterations_for(min(timing.launch_ms(probe, ops) for _ in range(3)) / 10, target_ms)
+
+
+# Busy time has no dispatch to spread: shorter launches, and fewer rounds (it
+# does not move with the host's timing, only with the GPU's clocks).
+DEVICE_TARGET_MS, DEVICE_ROUNDS, LOOP_ROUNDS = 2.0, 5, 20
 
 
 def inputs(batch, size, c0, c1, c2, dtype, seed=0, residual=False):
@@ -239,8 +247,9 @@ def main():
     ap.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"))
     ap.add_argument("--reps", type=int, default=None,
                     help="op calls inside one jit (default: about timing.TARGET_MS of XLA's pair)")
-    ap.add_argument("--rounds", type=int, default=20,
-                    help="timed launches per variant, variants alternated; the median is kept")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help=f"timed launches per variant, variants alternated; the median is kept "
+                         f"(default {DEVICE_ROUNDS} with --timing device, {LOOP_ROUNDS} with loop)")
     ap.add_argument("--split-k", action="store_true",
                     help="also time serial and RowSync-fused with split-K shares (split_for)")
     ap.add_argument("--hopper", action=argparse.BooleanOptionalAction, default=None,
@@ -250,6 +259,7 @@ def main():
                     help="add a residual to y (the ResNet basic block's shortcut) in every row")
     ap.add_argument("--only", nargs="+", default=None, metavar="PREFIX",
                     help="time only the rows whose names start with one of these (xla is always timed)")
+    timing.add_timing_option(ap)
     ap.add_argument("--extra", nargs="+", default=(), metavar="ROW",
                     help="rows beyond the standard ones, e.g. sm90-serial@n64,split=12x12 (plan_kwargs)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
@@ -270,6 +280,8 @@ def main():
     if hopper is None:
         hopper = device.platform == "gpu" and str(getattr(device, "compute_capability", "")).startswith("9")
     all_impls = implementations(args.split_k, hopper, args.extra)
+    args.timing, measure = timing.timing_of(args, device)
+    rounds = args.rounds or (DEVICE_ROUNDS if args.timing == "device" else LOOP_ROUNDS)
     if args.only:
         all_impls = {n: f for n, f in all_impls.items()
                      if n == "xla" or n in args.extra or n.startswith(tuple(args.only))}
@@ -281,9 +293,10 @@ def main():
         impls = distinct(impls, size, c0, c1, c2)
         for batch in args.batches:
             ops = inputs(batch, size, c0, c1, c2, dtype, residual=args.residual)
-            reps = args.reps or reps_for(impls["xla"], ops)
-            ms = timing.alternate({name: (looped(fn, reps), ops, reps)
-                                   for name, fn in impls.items()}, args.rounds)
+            reps = args.reps or reps_for(impls["xla"], ops,
+                                         DEVICE_TARGET_MS if args.timing == "device" else timing.TARGET_MS)
+            ms = timing.alternate({name: (looped(fn, reps), ops, reps) for name, fn in impls.items()},
+                                  rounds, measure=measure)
             fallback = cs.plan_conv_pair(batch, size, size, c0, c1, c2, device=planner_device, dtype=dtype).fallback
             rows.extend({"layer": layer, "dtype": dtype.name, "batch": batch, "impl": name,
                          "ms": round(t, 5), **({"fallback": fallback} if name == "auto" else {})}
@@ -293,7 +306,7 @@ def main():
             # After every case: a run cut short keeps what it measured.
             out.write_text(json.dumps({
                 "commit": commit, "dirty": dirty, "device": device.device_kind,
-                "jax": jax.__version__, "residual": args.residual,
+                "jax": jax.__version__, "residual": args.residual, "timing": args.timing,
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "rows": rows}, indent=1) + "\n")
     plot(rows, out.with_suffix(".png"))

@@ -10,14 +10,16 @@ The baseline is the same Flax model with nn.Dense / nn.Conv (XLA's kernels);
 both run on the same parameters and inputs, and their outputs are compared
 before timing. Times are device time per forward pass (bench/timing.py:
 chained calls in one jitted loop, plain and synced alternated in rounds,
-medians).
+medians); --timing device (the default on a GPU) counts the GPU's busy time,
+without the host gaps between XLA's cuDNN calls that made ResNet-38's plain
+time vary by a fifth between runs.
 
     python bench/model.py --commit $(git rev-parse HEAD) --dirty 0
     python bench/model.py --models gpt3-layer --tokens 512 1024 --dtype bfloat16
     python bench/model.py --size small            # a quick run (CPU or GPU)
 
 Writes bench/results/<device>-model.json:
-{"commit", "dirty", "device", "jax", "date",
+{"commit", "dirty", "device", "jax", "timing", "date",
  "rows": [{"model", "dtype", "batch", "ms", "baseline_ms", "fallback"}]}
 (batch: tokens for gpt3-layer, images for resnet38; ms: synced, baseline_ms: plain;
 fallback: policy="auto" ran XLA's own ops for the synced op at this size).
@@ -88,14 +90,14 @@ def relative_error(plain, synced, params, x) -> float:
     return float(jnp.max(jnp.abs(got - want)) / jnp.maximum(jnp.max(jnp.abs(want)), 1e-30))
 
 
-def time_case(plain_step, synced_step, x, params, rounds):
-    """Median ms per forward pass of (plain, synced)."""
+def time_case(plain_step, synced_step, x, params, rounds, measure=timing.launch_ms):
+    """Median ms per forward pass of (plain, synced); measure: timing.timing_of's."""
     probe = timing.chained(plain_step, 1)
     timing.launch_ms(probe, (x, params))  # compile
     iters = timing.iterations_for(min(timing.launch_ms(probe, (x, params)) for _ in range(3)))
     variants = {name: (timing.chained(step, iters), (x, params), iters)
                 for name, step in (("plain", plain_step), ("synced", synced_step))}
-    ms = timing.alternate(variants, rounds)
+    ms = timing.alternate(variants, rounds, measure=measure)
     return ms["plain"], ms["synced"]
 
 
@@ -106,9 +108,9 @@ def fell_back(synced, params, x) -> bool:
     return not any(p.name in text for p in (cs.synced_mlp_p, cs.synced_conv_pair_p))
 
 
-def write_results(path, commit, dirty, device, rows):
+def write_results(path, commit, dirty, device, rows, timing_name):
     result = {"commit": commit, "dirty": dirty, "device": device.device_kind,
-              "jax": jax.__version__,
+              "jax": jax.__version__, "timing": timing_name,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "rows": rows}
     path.write_text(json.dumps(result, indent=1) + "\n")
@@ -127,6 +129,7 @@ def main(argv=None):
     ap.add_argument("--size", choices=["paper", "small"], default="paper",
                     help="small: the examples' CPU sizes, for a quick check")
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions per variant")
+    timing.add_timing_option(ap)
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", type=pathlib.Path,
@@ -137,6 +140,7 @@ def main(argv=None):
     commit, dirty = timing.git_state(ROOT)
     commit = args.commit or commit
     dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
+    timing_name, measure = timing.timing_of(args, device)
     out = args.out or ROOT / "bench" / "results" / f"{timing.device_slug(device)}-model.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     paper = args.size == "paper"
@@ -159,14 +163,14 @@ def main(argv=None):
                 err = relative_error(plain, synced, params, x)
                 if not err < TOLERANCE[dtype_name]:
                     failures.append(f"{model} {dtype_name} {batch}: relative error {err:.3g}")
-                plain_ms, synced_ms = time_case(chain(plain), chain(synced), x, params, args.rounds)
+                plain_ms, synced_ms = time_case(chain(plain), chain(synced), x, params, args.rounds, measure)
                 rows.append(dict(model=model, dtype=dtype_name, batch=batch,
                                  ms=round(synced_ms, 5), baseline_ms=round(plain_ms, 5),
                                  fallback=fell_back(synced, params, x)))
                 print(f"{model:<12}{dtype_name:<10}{batch:>6}{plain_ms:>11.4f}{synced_ms:>11.4f}"
                       f"{plain_ms / synced_ms:>9.3f}{err:>10.2e}", flush=True)
                 # Written after every case: a run cut short keeps what it measured.
-                write_results(out, commit, dirty, device, rows)
+                write_results(out, commit, dirty, device, rows, timing_name)
     print(f"\nwrote {out}")
     if failures:
         sys.exit("synced and plain outputs differ:\n  " + "\n  ".join(failures))

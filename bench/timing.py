@@ -4,7 +4,9 @@ A variant is timed as one jitted lax.fori_loop of `iters` chained calls
 (each call's output is the next call's input, so every call reads fresh data
 and XLA can neither hoist nor drop a call), launched once per repetition; the
 wall time of a launch, after block_until_ready, divided by `iters`, is the
-device time of one call plus 1/iters of one dispatch. The variants of one case
+device time of one call plus 1/iters of one dispatch (or, with
+device_time.busy_ms as the measure, the GPU's busy time in the launch: XLA's
+host gaps between kernels do not count). The variants of one case
 are timed in alternating rounds (A B C A B C ...) so that the GPU's slowing
 under sustained load spreads over all of them, and each reports its median.
 """
@@ -17,6 +19,8 @@ import time
 from typing import Callable, Dict, Optional, Sequence
 
 import jax
+
+import device_time
 
 
 def chained(step: Callable, iters: int) -> Callable:
@@ -48,11 +52,13 @@ def launch_ms(fn: Callable, args: Sequence) -> float:
 
 
 def alternate(variants: Dict[str, tuple], rounds: int, warmup: int = 2,
-              samples_out: Optional[Dict[str, list]] = None) -> Dict[str, float]:
+              samples_out: Optional[Dict[str, list]] = None,
+              measure: Callable[[Callable, Sequence], float] = launch_ms) -> Dict[str, float]:
     """variants: name -> (chained fn, args, iters). Returns name -> median ms per call;
     samples_out, if given, receives each variant's per-round times (round r of
     every variant ran in the same pass, so ratios of same-round samples cancel
-    the GPU's slow drifts: see paired_ratio)."""
+    the GPU's slow drifts: see paired_ratio). measure: ms of one launch
+    (launch_ms, its wall time; device_time.busy_ms, the GPU's busy time)."""
     for fn, args, _ in variants.values():
         for _ in range(warmup):
             launch_ms(fn, args)
@@ -62,10 +68,24 @@ def alternate(variants: Dict[str, tuple], rounds: int, warmup: int = 2,
         # Rotate the starting variant too, so none is always first after a pause.
         for name in names[r % len(names):] + names[:r % len(names)]:
             fn, args, iters = variants[name]
-            samples[name].append(launch_ms(fn, args) / iters)
+            samples[name].append(measure(fn, args) / iters)
     if samples_out is not None:
         samples_out.update(samples)
     return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def add_timing_option(ap) -> None:
+    """--timing device|loop for a benchmark's argument parser (resolve with timing_of)."""
+    ap.add_argument("--timing", choices=("device", "loop"), default=None,
+                    help="device (the default on a GPU): the GPU's busy time in a launch "
+                         "(bench/device_time.py, CUPTI through torch); loop (the default elsewhere): "
+                         "the launch's wall time, which counts XLA's host gaps between its kernels")
+
+
+def timing_of(args, device) -> tuple:
+    """(name, measure) of the --timing option: measure(fn, args) -> ms of one launch."""
+    name = args.timing or ("device" if device.platform == "gpu" else "loop")
+    return name, device_time.busy_ms if name == "device" else launch_ms
 
 
 def paired_ratio(a: Sequence[float], b: Sequence[float]) -> float:

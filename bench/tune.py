@@ -87,31 +87,40 @@ def conv_entries(results: list) -> list:
     """One entry per (layer, dtype, batch) over conv results: the row with the
     shortest time in any of them, with plan_conv_pair's arguments for it
     (bench/conv.py plan_kwargs), judged against XLA's shortest time in any of
-    them. Both at their best: XLA's conv loop leaves the GPU idle between
-    cuDNN calls, so its time varies more between runs than ours, and the
-    largest ratio over runs would pick the run where XLA was slow."""
-    xla, ours = {}, {}
+    them. Both at their best: the GPU's state differs between runs, and the
+    largest ratio over runs would pick the run where XLA was slow.
+
+    Only device-timed results (bench/conv.py --timing device) are judged. A
+    loop-timed one counted XLA's host gaps between cuDNN calls as XLA's time
+    (bench/device_time.py); its cases are listed, falling back to XLA, with
+    no speedup."""
+    xla, ours, cases = {}, {}, set()
     for result in results:
+        trusted = result.get("timing") == "device"
         for r in result["rows"]:
             case = (r["layer"], r["dtype"], r["batch"])
+            cases.add(case)
+            if not trusted:
+                continue
             if r["impl"] == "xla":
                 xla[case] = min(xla.get(case, float("inf")), r["ms"])
             elif r["impl"] != "auto" and (case not in ours or r["ms"] < ours[case][0]):
                 ours[case] = (r["ms"], r["impl"])
-    best = {case: (xla[case] / ms, impl) for case, (ms, impl) in ours.items()}
+    best = {case: (xla[case] / ours[case][0], ours[case][1]) if case in ours and case in xla else (None, None)
+            for case in cases}
     out = []
     for (layer, dtype, batch), (speedup, impl) in sorted(best.items()):
         size, c0, c1, c2 = conv.LAYERS[layer]
         entry = dict(layer=layer, height=size, width=size, channels=[c0, c1, c2], filters=[[3, 3], [3, 3]],
                      activation="relu", dtype=dtype, batch=batch)
-        if speedup >= MARGIN:
+        if speedup is not None and speedup >= MARGIN:
             kw = conv.plan_kwargs(impl, batch, size, c0, c1, c2)
             tile = kw.get("tile")
             entry.update(impl=impl, policy=kw["policy"], mode=kw["mode"],
                          tile=[list(tile), list(tile)] if tile else None, split_k=list(kw.get("split_k", (1, 1))))
         else:
             entry.update(impl="xla", policy=None, mode="xla", tile=None, split_k=[1, 1])
-        entry["speedup_over_xla"] = round(speedup, 3)
+        entry["speedup_over_xla"] = None if speedup is None else round(speedup, 3)
         out.append(entry)
     return out
 
@@ -133,6 +142,8 @@ def main(argv=None):
     table = {"device": result["device"], "measured_commit": commits if is_conv else commits[0],
              "measured_dirty": any(r["dirty"] for r in results), "date": max(r["date"] for r in results),
              "margin": MARGIN, "entries": conv_entries(results) if is_conv else entries(result)}
+    if is_conv:
+        table["measured_timing"] = [r.get("timing", "loop") for r in results]
     args.out_dir.mkdir(parents=True, exist_ok=True)
     path = args.out_dir / (f"{tuning.device_slug(result['device'])}-conv.json" if is_conv else args.result[0].name)
     path.write_text(json.dumps(table, indent=1) + "\n")

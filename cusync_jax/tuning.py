@@ -117,7 +117,7 @@ class ConvTunedChoice:
     mode: str
     tile: Optional[tuple]
     split_k: tuple
-    speedup_over_xla: float
+    speedup_over_xla: Optional[float]  # None: the case was timed, but not so as to judge it (XLA's)
 
     @property
     def fallback(self) -> bool:

@@ -43,6 +43,23 @@ def test_conv_bench(tmp_path):
     assert {r["impl"] for r in result["rows"]} >= {"xla", "serial", "Conv2DTileSync-fused", "auto"}
     # The CPU is no Hopper GPU: no sm90 rows unless asked for.
     assert not any(r["impl"].startswith("sm90-") for r in result["rows"]) and result["residual"] is True
+    assert result["timing"] == "loop"  # no GPU to be busy: wall time
+
+
+def test_device_time_counts_overlapping_work_once():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import device_time
+    finally:
+        sys.path.remove(str(BENCH))
+    assert device_time.union_us([]) == 0.0
+    # Two overlapping kernels (one started early), a gap, one nested inside another, a touching one.
+    assert device_time.union_us([(0, 10), (5, 10), (30, 2), (40, 10), (42, 3), (50, 5)]) == 15 + 2 + 15
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match="--timing loop"):
+            device_time.busy_ms(lambda: None, ())
 
 
 def test_model_bench(tmp_path):

@@ -272,15 +272,19 @@ def test_a_table_entry_may_name_the_mma_schedule():
 def test_bench_tune_merges_conv_runs_at_each_side_best(tmp_path):
     tune = load_bench_tune()
 
-    def run(name, rows):
+    def run(name, rows, timing="device"):
         result = {"device": "NVIDIA T100", "commit": name, "dirty": False, "date": "d",
                   "rows": [dict(layer=layer, dtype="float16", batch=batch, impl=impl, ms=ms)
                            for layer, batch, impl, ms in rows]}
+        if timing:
+            result["timing"] = timing
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(result))
         return str(path)
     # Run a: the plain rows; run b, another day, where XLA ran slower: the
     # split Hopper rows. Each side counts at its shortest time over both runs.
+    # Run c timed the wall time of its loops (and d did not say, as results
+    # before --timing): neither is judged, and its cases fall back.
     a = run("a", [("resnet-7x7x512", 1, "xla", 1.0), ("resnet-7x7x512", 1, "sm90-serial", 1.2),
                   ("resnet-7x7x512", 1, "auto", 0.5), ("resnet-28x28x128", 1, "xla", 1.0),
                   ("resnet-28x28x128", 1, "sm90-RowSync-fused", 1.05),
@@ -289,9 +293,13 @@ def test_bench_tune_merges_conv_runs_at_each_side_best(tmp_path):
                   ("resnet-28x28x128", 1, "xla", 1.4), ("resnet-28x28x128", 1, "sm90-serial@split", 1.1),
                   ("resnet-14x14x256", 1, "xla", 1.1),
                   ("resnet-14x14x256", 1, "sm90-serial@n64,split=12x12", 0.8)])
-    tune.main([a, b, "--out-dir", str(tmp_path / "tuned")])
+    c = run("c", [("resnet-7x7x512", 1, "xla", 0.5), ("resnet-7x7x512", 1, "sm90-serial", 0.1),
+                  ("vgg19-14x14x512", 1, "xla", 1.0), ("vgg19-14x14x512", 1, "sm90-serial", 0.5)], timing="loop")
+    d = run("d", [("vgg19-28x28x512", 1, "xla", 1.0), ("vgg19-28x28x512", 1, "sm90-serial", 0.5)], timing=None)
+    tune.main([a, b, c, d, "--out-dir", str(tmp_path / "tuned")])
     table = json.loads((tmp_path / "tuned" / "t100-conv.json").read_text())
-    assert table["measured_commit"] == ["a", "b"]
+    assert table["measured_commit"] == ["a", "b", "c", "d"]
+    assert table["measured_timing"] == ["device", "device", "loop", "loop"]
     by_layer = {e["layer"]: e for e in table["entries"]}
     # Against run a's XLA (1.0, its shortest), not run b's 1.3; auto's row never counts.
     # The split's shares come from bench/conv.py's rule.
@@ -307,6 +315,8 @@ def test_bench_tune_merges_conv_runs_at_each_side_best(tmp_path):
     small = by_layer["resnet-14x14x256"]
     assert (small["impl"], small["tile"], small["split_k"]) == (
         "sm90-serial@n64,split=12x12", [[128, 64, 64], [128, 64, 64]], [12, 12])
+    for layer in ("vgg19-14x14x512", "vgg19-28x28x512"):
+        assert (by_layer[layer]["impl"], by_layer[layer]["speedup_over_xla"]) == ("xla", None)
     # MLP results do not merge: one at a time.
     mlp = tmp_path / "t100-mlp.json"
     mlp.write_text(json.dumps({"device": "NVIDIA T100", "commit": "c", "dirty": False, "date": "d",

@@ -1,0 +1,63 @@
+"""GPU busy time of one launch: the union of the intervals in which one of
+its kernels, memsets or copies ran, from CUPTI through torch.profiler (the GPU
+machine has torch; nothing here is a package dependency).
+
+Why not the launch's wall time (timing.launch_ms): XLA's loop of a conv pair
+leaves the GPU idle between its thunks. On the H200, a ResNet 56x56x64 pair
+at batch 1 keeps the GPU busy 13.8 us a call of a 60.8 us call
+(bench/logs/h200-timeline-conv-d2900b3.log): the wall time counts XLA's host
+work, not its convolutions. Ours launch back to back, so the wall time
+favoured them by the difference. Busy time counts what ran on the GPU, and
+overlapping work (two streams, a kernel started early by a programmatic
+launch) once.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Callable, Iterable, Sequence, Tuple
+
+import jax
+
+CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
+
+
+def union_us(intervals: Iterable[Tuple[float, float]]) -> float:
+    """Total length of the union of (start, duration) intervals, in their unit."""
+    total, end = 0.0, None
+    for start, dur in sorted(intervals):
+        stop = start + dur
+        if end is None or start > end:
+            total += dur
+            end = stop
+        elif stop > end:
+            total += stop - end
+            end = stop
+    return total
+
+
+def busy_ms(fn: Callable, args: Sequence) -> float:
+    """ms the GPU was busy running one launch of fn(*args)."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError as e:
+        raise RuntimeError("device timing needs torch (CUPTI through torch.profiler); "
+                           "time with --timing loop where torch is missing") from e
+    torch.cuda.init()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        torch.cuda.synchronize()
+        jax.block_until_ready(fn(*args))
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    finally:
+        os.remove(path)
+    spans = [(e["ts"], e["dur"]) for e in events if e.get("cat") in CATEGORIES]
+    if not spans:
+        raise RuntimeError("device timing saw no GPU activity in the launch (is the profiler seeing the GPU?)")
+    return union_us(spans) / 1e3
