@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Callable, Iterable, Sequence, Tuple
+from typing import Callable, Iterable, Optional, Sequence, Tuple
 
 import jax
 
@@ -37,8 +37,11 @@ def union_us(intervals: Iterable[Tuple[float, float]]) -> float:
     return total
 
 
-def busy_ms(fn: Callable, args: Sequence) -> float:
-    """ms the GPU was busy running one launch of fn(*args)."""
+def gpu_events(fn: Callable, args: Sequence, trace_path: Optional[str] = None, host: bool = False) -> list:
+    """Runs one launch of fn(*args) under the profiler and returns the GPU's
+    kernel, memset and copy events in it (chrome-trace dicts: name, ts, dur
+    in us), by start time. trace_path: keep the trace there; host: record the
+    host's events too (in the kept trace)."""
     try:
         import torch
         from torch.profiler import ProfilerActivity, profile
@@ -46,18 +49,27 @@ def busy_ms(fn: Callable, args: Sequence) -> float:
         raise RuntimeError("device timing needs torch (CUPTI through torch.profiler); "
                            "time with --timing loop where torch is missing") from e
     torch.cuda.init()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if host else [])
+    with profile(activities=activities) as prof:
         torch.cuda.synchronize()
         jax.block_until_ready(fn(*args))
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
+    path = trace_path
+    if path is None:
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
     try:
         prof.export_chrome_trace(path)
         with open(path) as f:
             events = json.load(f)["traceEvents"]
     finally:
-        os.remove(path)
-    spans = [(e["ts"], e["dur"]) for e in events if e.get("cat") in CATEGORIES]
-    if not spans:
+        if trace_path is None:
+            os.remove(path)
+    return sorted((e for e in events if e.get("cat") in CATEGORIES), key=lambda e: e["ts"])
+
+
+def busy_ms(fn: Callable, args: Sequence) -> float:
+    """ms the GPU was busy running one launch of fn(*args)."""
+    events = gpu_events(fn, args)
+    if not events:
         raise RuntimeError("device timing saw no GPU activity in the launch (is the profiler seeing the GPU?)")
-    return union_us(spans) / 1e3
+    return union_us((e["ts"], e["dur"]) for e in events) / 1e3

@@ -24,19 +24,16 @@ SECONDS, so the launch sees the clocks of sustained load (the H200 holds its
 bench/mlp.py's rounds), not those of a GPU that idled while the program compiled.
 """
 import collections
-import time
-import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax
 import jax.numpy as jnp
-import torch
-from torch.profiler import ProfilerActivity, profile
-
 import conv
 import cusync_jax as cs
+import device_time
 import mlp
 import timing
 
@@ -110,25 +107,19 @@ def main(argv):
     for f, ops in variants.values():
         for _ in range(3):
             jax.block_until_ready(f(*ops))
-    torch.cuda.init()
     per_variant = []
     for name, (f, ops) in variants.items():
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < heat:
             jax.block_until_ready(f(*ops))
-        with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-            torch.cuda.synchronize()
-            jax.block_until_ready(f(*ops))
         path = trace.replace(".json", f"-{name}.json") if trace.endswith(".json") else f"{trace}-{name}"
-        prof.export_chrome_trace(path)
-        per_variant.append(sorted((e for e in json.load(open(path))["traceEvents"]
-                                   if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")),
-                                  key=lambda e: e["ts"]))
+        per_variant.append(device_time.gpu_events(f, ops, trace_path=path, host=True))
     for name, g in zip(variants, per_variant):
         span = g[-1]["ts"] + g[-1]["dur"] - g[0]["ts"]
         busy = sum(e["dur"] for e in g)
+        union = device_time.union_us((e["ts"], e["dur"]) for e in g)
         print(f"== {name}: {len(g)} events, span {span:.1f} us = {span / iters:.1f} us/iter, "
-              f"busy {busy / iters:.1f} us/iter")
+              f"busy {busy / iters:.1f} us/iter (overlaps once: {union / iters:.1f})")
         per = collections.OrderedDict()
         for e in g:
             per.setdefault(short_name(e["name"]), []).append(e["dur"])
