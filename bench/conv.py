@@ -11,7 +11,7 @@ jit that runs the op `reps` times in a loop, divided by `reps` (the loop
 carries a one-element update of x so XLA cannot hoist the op out of it).
 --timing device (the default on a GPU) counts the time the GPU was busy in a launch
 (bench/device_time.py); --timing loop its wall time, which for XLA includes
-its host's gaps between cuDNN calls (2-4x its busy time for the small pairs).
+its host's gaps between cuDNN calls (1.7-2.8x its busy time for ResNet's pairs at batch 1).
 
     python bench/conv.py                      # everything, float16
     python bench/conv.py --layers resnet-56x56x64 --batches 1 8 --reps 20
