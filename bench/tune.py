@@ -7,7 +7,9 @@ XLA by MARGIN to be chosen; otherwise the case falls back to XLA's ops.
     python bench/tune.py bench/results/h200-conv.json [more conv results]
 
 Several conv results (runs of other rows, same kernels) merge per case: the
-row with the best speedup over the XLA row of its own run wins.
+fastest row of any of them against XLA's fastest time in any of them. Only
+device-timed conv results (bench/conv.py --timing device) are judged; the
+cases of loop-timed ones fall back to XLA.
 """
 from __future__ import annotations
 
