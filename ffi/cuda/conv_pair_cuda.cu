@@ -42,11 +42,8 @@ template <class T>
 ffi::Error run_streams(const cusync_ffi::ConvPairSpec& s, const conv::ConvPairParams<T>& params, int slots,
                        int device, cudaStream_t stream) {
   const int n1 = s.producer.tile_count() * s.splits1, n2 = s.consumer.tile_count() * s.splits2;
-  // W: when both grids fit in one wave no consumer block can keep a producer
-  // block from an SM, so the wait kernel is skipped.
-  const bool wait_kernel = !(cusync::has(s.optimizations, cusync::kAvoidWaitKernel) && n1 + n2 <= slots);
   return run_on_two_streams(
-      device, stream, params.sync + cusync::kProducerStarted, wait_kernel,
+      device, stream, params.sync + cusync::kProducerStarted, needs_wait_kernel(s.optimizations, n1 + n2 <= slots),
       [&](cudaStream_t on) {
         conv::producer_kernel<T><<<n1, conv::kThreads, 0, on>>>(params);
         return cuda_error(cudaGetLastError(), "launching the conv producer kernel (streams)");

@@ -178,13 +178,10 @@ Error launch_conv_pair_sm90(const ConvPairSpec& s, const ConvBuffers& b, cudaStr
     default: {
       int dev = 0;
       if (auto e = stream_device(stream, &dev); e.failure()) return e;
-      // Both persistent grids (one CTA per SM each) resident at once: no
-      // consumer CTA can hold an SM a producer CTA needs.
-      const int resident = device.sm_count;
-      const bool one_wave = std::min(tiles[0], resident) + std::min(tiles[1], resident) <= resident;
-      const bool wait_kernel = !(cusync::has(s.optimizations, cusync::kAvoidWaitKernel) && one_wave);
+      // Persistent grids of one CTA per SM each.
+      const bool fit = persistent_grids_fit(tiles[0], tiles[1], device.sm_count);
       return run_on_two_streams(
-          dev, stream, b.sync + cusync::kProducerStarted, wait_kernel,
+          dev, stream, b.sync + cusync::kProducerStarted, needs_wait_kernel(s.optimizations, fit),
           [&](cudaStream_t on) { return stage_launch(0, true, on); },
           [&](cudaStream_t on) { return stage_launch(1, true, on); });
     }

@@ -128,11 +128,10 @@ Error run_fused(const KernelEntry& kernel, MlpKernelParams p, int P, int C, int 
 Error run_streams(const KernelEntry& producer, const KernelEntry& consumer, MlpKernelParams p, int P, int C,
                   int producer_slots, int consumer_slots, int device, cudaStream_t stream) {
   const bool hardware_order = cusync::has(p.optimizations, cusync::kHardwareBlockOrder);
-  // Both grids resident at once: no consumer block can keep a producer block
-  // from an SM, so the wait kernel is not needed.
+  // Both grids resident at once: P blocks take P / producer_slots of the SMs, C blocks C / consumer_slots.
   const bool one_wave = static_cast<int64_t>(P) * consumer_slots + static_cast<int64_t>(C) * producer_slots <=
                         static_cast<int64_t>(producer_slots) * consumer_slots;
-  const bool wait_kernel = !(cusync::has(p.optimizations, cusync::kAvoidWaitKernel) && one_wave);
+  const bool wait_kernel = needs_wait_kernel(p.optimizations, one_wave);
   p.synced = true;
   p.persistent = false;
 

@@ -328,11 +328,9 @@ Error launch_mlp_sm90(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream
           return Error::Success();
         });
       }
-      const int resident = std::min(units[0], units[1]);
-      const bool one_wave = std::min(positions[0], resident) + std::min(positions[1], resident) <= resident;
-      const bool wait_kernel = !(cusync::has(s.optimizations, cusync::kAvoidWaitKernel) && one_wave);
+      const bool fit = persistent_grids_fit(positions[0], positions[1], std::min(units[0], units[1]));
       return run_on_two_streams(
-          dev, stream, b.sync + cusync::kProducerStarted, wait_kernel,
+          dev, stream, b.sync + cusync::kProducerStarted, needs_wait_kernel(s.optimizations, fit),
           [&](cudaStream_t on) { return stage_launch(0, true, on); },
           [&](cudaStream_t on) { return stage_launch(1, true, on); });
     }

@@ -13,9 +13,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "cuda/cuda_check.h"
+#include "cusync/optimizations.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace cusync_cuda {
@@ -35,6 +37,18 @@ xla::ffi::Error launch_wait_for_flag(const int* flag, cudaStream_t stream);
 
 // True when `stream` is being captured into a CUDA graph.
 xla::ffi::Error stream_is_capturing(cudaStream_t stream, bool* capturing);
+
+// Optimization W skips the wait kernel, but only where both grids are
+// resident at once: then no consumer block can keep a producer block from an SM.
+inline bool needs_wait_kernel(int optimizations, bool both_grids_resident) {
+  return !(cusync::has(optimizations, cusync::kAvoidWaitKernel) && both_grids_resident);
+}
+
+// Two persistent grids (each at most `resident` CTAs, one per resident unit)
+// resident at once.
+inline bool persistent_grids_fit(int units0, int units1, int resident) {
+  return std::min(units0, resident) + std::min(units1, resident) <= resident;
+}
 
 // The fork, producer(stream), [wait kernel on `started`], consumer(side
 // stream) and join of one two-stream op (every kernel family's streams
