@@ -37,6 +37,43 @@ def ffi_lowering(target: str, ctx, args, plan, activation_code: int, operand_out
     return jax.ffi.ffi_lowering(target, operand_output_aliases=operand_output_aliases)(ctx, *args, **attrs)
 
 
+# Under shard_map a synced op runs once per shard: its outputs vary over the
+# manual mesh axes its inputs vary over. (Without that, JAX took them for
+# replicated: out_specs=P() silently kept one shard's result, and gradients
+# failed their axis check.)
+def varying_axes(aval) -> frozenset:
+    """The manual mesh axes a value varies over (jax >= 0.10: aval.mat;
+    earlier: aval.vma)."""
+    mat = getattr(aval, "mat", None)
+    return frozenset(mat.varying) if mat is not None else frozenset(getattr(aval, "vma", ()))
+
+
+def vary_together(*arrays):
+    """The arrays (None stays None), each cast to vary over every manual mesh
+    axis any of them varies over (a replicated weight beside sharded tokens:
+    its gradient is then summed over the axis, as for jnp ops)."""
+    union = frozenset().union(*(varying_axes(jax.typeof(a)) for a in arrays if a is not None))
+    if not union:
+        return arrays
+    cast = getattr(jax.lax, "pcast", None)
+    out = []
+    for a in arrays:
+        missing = tuple(sorted(union - varying_axes(jax.typeof(a)))) if a is not None else ()
+        if missing:
+            a = cast(a, missing, to="varying") if cast is not None else jax.lax.pvary(a, missing)
+        out.append(a)
+    return tuple(out)
+
+
+def out_aval(shape, dtype, *inputs):
+    """An output's abstract value: like the inputs' (vary_together made their
+    axes one set) where they vary over manual axes, else a plain array."""
+    widest = max(inputs, key=lambda a: len(varying_axes(a)))
+    if varying_axes(widest):
+        return widest.update(shape=tuple(shape), dtype=dtype, weak_type=False)
+    return jax.core.ShapedArray(shape, dtype)
+
+
 def check_mode(mode) -> None:
     if mode not in ("auto",) + MODES:
         raise ValueError(f"mode: expected 'auto' or one of {MODES}, got {mode!r}")

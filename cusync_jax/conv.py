@@ -17,7 +17,8 @@ from jax.extend import core as jex_core
 from jax.interpreters import batching, mlir
 
 from . import _backend, kernels
-from ._op_common import check_float_dtypes, check_mode, default_device, ffi_lowering, shape_of
+from ._op_common import (check_float_dtypes, check_mode, default_device, ffi_lowering, out_aval, shape_of,
+                         vary_together)
 from .activations import ACTIVATIONS, apply_activation
 from .conv_planner import (FILTERS, ConvPairPlan, check_conv_activation, conv_sync_words,
                            plan_conv_pair, resolve_conv_policy)
@@ -54,7 +55,7 @@ def _validate(x, k1, k2, b1, b2, residual, activation):
     r1, s1, ci1, c1 = shape_of(k1)
     r2, s2, ci2, c2 = shape_of(k2)
     if ci1 != c0:
-        hint = (" (x looks like NCHW; transpose it with x.transpose(0, 2, 3, 1))"
+        hint = (" (if x is NCHW, transpose it with x.transpose(0, 2, 3, 1))"
                 if shape_of(x)[1] == ci1 else "")
         raise ValueError(f"k1: expected shape [{r1}, {s1}, {c0}, C1] to match x's channels "
                          f"(x shape {shape_of(x)}, NHWC), got shape {shape_of(k1)}{hint}")
@@ -82,9 +83,10 @@ def _abstract_eval(x, k1, b1, k2, b2, residual, *, plan: ConvPairPlan, activatio
     n, h, w, c0 = x.shape
     c1, c2 = k1.shape[3], k2.shape[3]
     words = conv_sync_words(n * h * w, (c0, c1, c2), (k1.shape[:2], k2.shape[:2]), plan)
-    return (jax.core.ShapedArray((n, h, w, c2), x.dtype),
-            jax.core.ShapedArray((n, h, w, c1), x.dtype),
-            jax.core.ShapedArray((words,), jnp.int32))
+    ins = (x, k1, b1, k2, b2, residual)
+    return (out_aval((n, h, w, c2), x.dtype, *ins),
+            out_aval((n, h, w, c1), x.dtype, *ins),
+            out_aval((words,), jnp.int32, *ins))
 
 
 synced_conv_pair_p.def_abstract_eval(_abstract_eval)
@@ -120,13 +122,15 @@ def _batch(args, dims, *, plan, activation):
     bind = functools.partial(synced_conv_pair_p.bind, plan=plan, activation=activation)
     if all(d is None for d in (dk1, db1, dk2, db2)):
         # Shared filters: the batch folds into the images, one call.
+        # (Explicit sizes: a batch of 0 leaves -1 undetermined.)
         xs = leading(x, dx)
-        xs = xs.reshape((-1,) + xs.shape[2:])
+        images = xs.shape[1]
+        xs = xs.reshape((size * images,) + xs.shape[2:])
         if residual.size:
             residual = leading(residual, dres)
-            residual = residual.reshape((-1,) + residual.shape[2:])
+            residual = residual.reshape((size * images,) + residual.shape[2:])
         y, h, sync = bind(xs, k1, b1, k2, b2, residual)
-        return ((y.reshape((size, -1) + y.shape[1:]), h.reshape((size, -1) + h.shape[1:]), sync),
+        return ((y.reshape((size, images) + y.shape[1:]), h.reshape((size, images) + h.shape[1:]), sync),
                 (0, 0, None))
     # Per-example filters: one call per example.
     moved = tuple(leading(a, d) for a, d in zip(args, dims))
@@ -147,6 +151,29 @@ synced_conv_pair_p.def_impl(_impl)
 # ---------------------------------------------------------- differentiation
 def _conv(a, k):
     return jax.lax.conv_general_dilated(a, k, (1, 1), "SAME", dimension_numbers=_LAYOUT)
+
+
+# First-order reverse mode runs the custom VJP below. The primitive also has
+# a JVP rule, the tangent of the same function in jnp, so that
+# differentiating a gradient (grad of grad, a Hessian) differentiates the
+# forward pass inside it too.
+def _jvp(primals, tangents, *, plan, activation):
+    outs = synced_conv_pair_p.bind(*primals, plan=plan, activation=activation)
+    tangents = tuple(jnp.zeros_like(p) if isinstance(t, jax.interpreters.ad.Zero) else t
+                     for p, t in zip(primals, tangents))
+    f32 = jnp.float32
+
+    def reference(x, k1, b1, k2, b2, residual):
+        a = apply_activation(activation, _conv(x.astype(f32), k1.astype(f32)) + b1.astype(f32))
+        y = _conv(a, k2.astype(f32)) + b2.astype(f32)
+        return (y + residual.astype(f32) if residual.size else y), a
+
+    _, (dy, dh) = jax.jvp(reference, primals, tangents)
+    x = primals[0]
+    return outs, (dy.astype(x.dtype), dh.astype(x.dtype), jax.interpreters.ad.Zero(jax.typeof(outs[2]).to_tangent_aval()))
+
+
+jax.interpreters.ad.primitive_jvps[synced_conv_pair_p] = _jvp
 
 
 # residual is [N, H, W, C2], or empty (shape (0,)) when there is none.
@@ -229,7 +256,7 @@ def synced_conv_pair(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", r
     b1 = jnp.zeros((c1,), dtype) if b1 is None else b1
     b2 = jnp.zeros((c2,), dtype) if b2 is None else b2
     residual = jnp.zeros((0,), dtype) if residual is None else residual
-    return _conv_pair(x, k1, b1, k2, b2, residual, plan, activation)
+    return _conv_pair(*vary_together(x, k1, b1, k2, b2, residual), plan, activation)
 
 
 def conv_pair_reference(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", residual=None,

@@ -36,12 +36,15 @@ def gemm(a, w, *, tile_n: int = 128, order: str = "grouped", group_rows: int = 8
         raise ValueError(f"tile_n: expected one of {TILE_WIDTHS}, got {tile_n!r}")
     if order not in GEMM_ORDERS:
         raise ValueError(f"order: expected one of {GEMM_ORDERS}, got {order!r}")
-    if not isinstance(group_rows, int) or group_rows < 1:
+    if not isinstance(group_rows, int) or isinstance(group_rows, bool) or group_rows < 1:
         raise ValueError(f"group_rows: expected a positive int, got {group_rows!r}")
     if not isinstance(cluster_m, int) or isinstance(cluster_m, bool) or cluster_m not in (1, 2):
         raise ValueError(f"cluster_m: expected 1 or 2, got {cluster_m!r}")
     if cluster_m == 2 and tile_n != 128:
         raise ValueError(f"cluster_m=2: runs tile_n 128 only, got {tile_n}")
+    if jax.default_backend() != "gpu":
+        raise RuntimeError(f"gemm: runs the Hopper kernel on a CUDA GPU only; the default backend is "
+                           f"{jax.default_backend()!r} (on a CPU, use jnp.dot)")
     _backend.ensure_cuda_registered()
     out, _counter = jax.ffi.ffi_call(
         "cusync_gemm",

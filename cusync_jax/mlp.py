@@ -13,7 +13,8 @@ from jax.extend import core as jex_core
 from jax.interpreters import batching, mlir
 
 from . import _backend, kernels
-from ._op_common import check_float_dtypes, check_mode, default_device, ffi_lowering, shape_of
+from ._op_common import (check_float_dtypes, check_mode, default_device, ffi_lowering, out_aval, shape_of,
+                         vary_together)
 from .activations import ACTIVATIONS, activation_slices, apply_activation, check_activation
 from .planner import CpuOptions, MlpPlan, plan_mlp
 from .policies import Optimizations, StridedSync, parse_policy
@@ -67,9 +68,10 @@ def _abstract_eval(x, w1, b1, w2, b2, *, plan: MlpPlan, activation: str):
     slices = activation_slices(activation)
     ffn = w1.shape[1] // slices
     words = _backend.mlp_sync_words(tokens, x.shape[1], ffn, w2.shape[1], slices, plan)
-    return (jax.core.ShapedArray((tokens, w2.shape[1]), x.dtype),
-            jax.core.ShapedArray((tokens, w1.shape[1]), x.dtype),
-            jax.core.ShapedArray((words,), jnp.int32))
+    ins = (x, w1, b1, w2, b2)
+    return (out_aval((tokens, w2.shape[1]), x.dtype, *ins),
+            out_aval((tokens, w1.shape[1]), x.dtype, *ins),
+            out_aval((words,), jnp.int32, *ins))
 
 
 synced_mlp_p.def_abstract_eval(_abstract_eval)
@@ -90,6 +92,10 @@ def _lowering(ctx, *args, plan: MlpPlan, activation: str):
 
 def _cuda_lowering(ctx, *args, plan: MlpPlan, activation: str):
     _backend.ensure_cuda_registered()
+    dtype = ctx.avals_in[0].dtype
+    if dtype not in (jnp.float16, jnp.bfloat16):
+        raise TypeError(f"x: the CUDA kernels run float16 and bfloat16, got {dtype}; cast the operands "
+                        "(float32 runs on the CPU backend, and policy='auto' runs XLA's ops for it)")
     for t in (plan.tile1, plan.tile2):
         kernels.cuda_config_for(t)
     return _lowering(ctx, *args, plan=plan, activation=activation)
@@ -108,7 +114,7 @@ def _batch(args, dims, *, plan, activation):
         b, t, h = x.shape
         y, hid, sync = synced_mlp_p.bind(x.reshape(b * t, h), w1, b1, w2, b2, plan=plan,
                                          activation=activation)
-        return (y.reshape(b, t, -1), hid.reshape(b, t, -1), sync), (0, 0, None)
+        return (y.reshape(b, t, y.shape[-1]), hid.reshape(b, t, hid.shape[-1]), sync), (0, 0, None)
     # Per-example weights: one call per example.
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     moved = [jnp.moveaxis(a, d, 0) if d is not None
@@ -129,6 +135,33 @@ synced_mlp_p.def_impl(_impl)
 
 
 # ---------------------------------------------------------- differentiation
+# First-order reverse mode runs the custom VJP below (the forward's h, one
+# recomputed GEMM). The primitive also has a JVP rule, the tangent of the
+# same function in jnp, so that differentiating a gradient (grad of grad, a
+# Hessian) differentiates the forward pass inside it too.
+def _jvp(primals, tangents, *, plan, activation):
+    outs = synced_mlp_p.bind(*primals, plan=plan, activation=activation)
+    x, w1, b1, w2, b2 = primals
+    tangents = tuple(jnp.zeros_like(p) if isinstance(t, jax.interpreters.ad.Zero) else t
+                     for p, t in zip(primals, tangents))
+    f32 = jnp.float32
+
+    def reference(x, w1, b1, w2, b2):
+        z = jnp.dot(x, w1, preferred_element_type=f32) + b1.astype(f32)
+        a = apply_activation(activation, z)
+        return jnp.dot(a, w2.astype(f32)) + b2.astype(f32), a
+
+    _, (dy, da) = jax.jvp(reference, primals, tangents)
+    # h's tangent where h is act(z) ([tokens, ffn]); SwiGLU's h has the
+    # backend's packed layout, and nothing differentiates through it (the VJP
+    # reads h for relu and identity only).
+    dh = da.astype(x.dtype) if activation_slices(activation) == 1 else jnp.zeros_like(outs[1])
+    return outs, (dy.astype(x.dtype), dh, jax.interpreters.ad.Zero(jax.typeof(outs[2]).to_tangent_aval()))
+
+
+jax.interpreters.ad.primitive_jvps[synced_mlp_p] = _jvp
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6))
 def _mlp(x, w1, b1, w2, b2, plan, activation):
     return synced_mlp_p.bind(x, w1, b1, w2, b2, plan=plan, activation=activation)[0]
@@ -211,7 +244,7 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     x2 = jnp.reshape(x, (tokens, hidden))
     b1 = jnp.zeros((w1.shape[1],), dtype) if b1 is None else b1
     b2 = jnp.zeros((out,), dtype) if b2 is None else b2
-    y = _mlp(x2, w1, b1, w2, b2, plan, activation)
+    y = _mlp(*vary_together(x2, w1, b1, w2, b2), plan, activation)
     return jnp.reshape(y, lead + (out,))
 
 

@@ -28,7 +28,7 @@ from . import kernels, tuning
 from ._cusync_cpu import stage_schedule, stream_k_ctas_per_row
 from .activations import activation_slices, check_activation
 from .kernels import TileShape
-from .policies import (MODE_CODES, ORDER_CODES, MODES, Optimizations, Policy, RowSync,
+from .policies import (MODE_CODES, ORDER_CODES, MODES, Conv2DTileSync, Optimizations, Policy, RowSync,
                        StridedSync, TileSync, parse_policy)
 
 
@@ -95,6 +95,13 @@ class CpuOptions:
     delay_us: int = 0
     seed: int = 0
     wait_timeout_ms: int = 60_000
+
+    def __post_init__(self):
+        for name in ("threads", "delay_us", "seed", "wait_timeout_ms"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < (1 if name == "wait_timeout_ms" else 0):
+                least = "a positive" if name == "wait_timeout_ms" else "a non-negative"
+                raise ValueError(f"CpuOptions.{name}: expected {least} int, got {v!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,7 +284,8 @@ class MlpPlanReport(WaveReport):
     out: int = 0
     activation: str = ""
     # Where the choice came from: "measured" (a tuned table, cusync_jax/tuning.py),
-    # "model" (the wave model) or "user" (explicit policy, mode or tile).
+    # "model" (the wave model), "unaligned" (a shape the CUDA kernels cannot
+    # load: XLA's ops) or "user" (explicit policy, mode or tile).
     source: str = "model"
 
     @property
@@ -368,7 +376,9 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     table (cusync_jax/tuning.py) decides where it has measured this shape and
     dtype; elsewhere the wave model does, at each kernel's measured rate. Where
     XLA's own ops win, the plan falls back to them (``report.fallback``)
-    unless ``allow_fallback=False``.
+    unless ``allow_fallback=False``. On a GPU, hidden, ffn and out must be
+    multiples of 8 (the kernels copy 16-byte rows): otherwise an automatic
+    plan falls back (source "unaligned") and any other raises.
 
     order: the tile order of both GEMMs: "row_major", "column_major" (a wave
     covers every row of few weight columns, so weights are read about once)
@@ -471,7 +481,7 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
               optimizations: Optional[Optimizations] = None,
               cpu: Optional[CpuOptions] = None, dtype=None, order: Optional[str] = None,
               group_rows: int = 8, cluster_m: int = 1, stream_k=None, mma_schedule: str = "auto",
-              allow_fallback: bool = True) -> MlpPlanReport:
+              allow_fallback: bool = True, _unaligned_ok: bool = False) -> MlpPlanReport:
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
         if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
             raise ValueError(f"{name}: expected a positive int, got {v!r}")
@@ -479,9 +489,16 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     activation = check_activation(activation)
     if mode not in ("auto",) + MODES:
         raise ValueError(f"mode: expected 'auto' or one of {MODES}, got {mode!r}")
-    optimizations = optimizations or Optimizations()
-    cpu = cpu or CpuOptions()
+    optimizations = Optimizations() if optimizations is None else optimizations
+    if not isinstance(optimizations, Optimizations):
+        raise TypeError(f"optimizations: expected an Optimizations, got {type(optimizations).__name__}")
+    cpu = CpuOptions() if cpu is None else cpu
+    if not isinstance(cpu, CpuOptions):
+        raise TypeError(f"cpu: expected a CpuOptions, got {type(cpu).__name__}")
     chosen_policy = parse_policy(policy)
+    if isinstance(chosen_policy, Conv2DTileSync):
+        raise ValueError("policy: Conv2DTileSync is the conv pair's policy; synced_mlp takes TileSync, "
+                         "RowSync or StridedSync")
     slices = activation_slices(activation)
     if isinstance(chosen_policy, StridedSync) and chosen_policy.slices != slices:
         raise ValueError(
@@ -514,10 +531,17 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
 
     def xla_instead(source):
         # What would run without the fallback, marked to run XLA's ops.
-        rep = plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
-                       optimizations=optimizations, cpu=cpu, allow_fallback=False)
+        rep = _plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
+                        optimizations=optimizations, cpu=cpu, allow_fallback=False, _unaligned_ok=True)
         return _as_fallback(rep, source)
 
+    # Both CUDA kernel families copy 16-byte row chunks (TMA rows, cp.async).
+    if not on_cpu and (hidden % 8 or ffn % 8 or out % 8) and not _unaligned_ok:
+        if tuned:
+            return xla_instead("unaligned")
+        raise ValueError(f"x, w1, w2: the CUDA kernels need hidden, ffn and out multiples of 8 (16-byte "
+                         f"rows); got hidden {hidden}, ffn {ffn}, out {out}. Pad the weights, or leave "
+                         f"policy, mode and tile automatic to run XLA's ops for this shape")
     if tuned and _dtype_name(dtype) not in (None, "float16", "bfloat16"):
         return xla_instead("model")  # the GPU kernels take float16 and bfloat16
     if tuned:

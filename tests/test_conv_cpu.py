@@ -164,7 +164,7 @@ _k2 = jnp.ones((3, 3, 16, 4))
      r"x: expected an NHWC image batch \[N, H, W, C\] \(rank 4\), got shape \(7, 7, 8\)"),
     ((jnp.ones((2, 8, 7, 7)), _k1, _k2), {}, ValueError,
      r"k1: expected shape \[3, 3, 7, C1\] to match x's channels \(x shape \(2, 8, 7, 7\), NHWC\), "
-     r"got shape \(3, 3, 8, 16\) \(x looks like NCHW"),
+     r"got shape \(3, 3, 8, 16\) \(if x is NCHW"),
     ((_x, jnp.ones((3, 8, 16)), _k2), {}, ValueError, r"k1: expected an HWIO filter .*rank 4.*\(3, 8, 16\)"),
     ((_x, jnp.ones((16, 8, 3, 3)), _k2), {}, ValueError,
      r"k1: expected an HWIO filter .*got shape \(16, 8, 3, 3\) \(this looks like OIHW"),

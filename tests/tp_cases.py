@@ -152,6 +152,61 @@ def errors_name_the_argument():
             raise AssertionError(f"no error for {kwargs}")
 
 
+@case
+def shard_map_outputs_vary_over_the_sharded_axis():
+    # Under a plain shard_map (check_vma on) the op's outputs vary over the
+    # axes its inputs vary over, as jnp's do: a replicated out_specs is
+    # refused, not answered with one shard's rows.
+    mesh = _mesh((8,), ("d",))
+    x, w1, w2, b1, b2 = mlp_inputs(2, 32, 16, 64, 16, jnp.float32)
+    for op in (cs.synced_mlp, cs.mlp_reference):
+        f = jax.shard_map(lambda x: op(x, w1, w2, b1=b1, b2=b2), mesh=mesh, in_specs=P("d"), out_specs=P())
+        try:
+            f(x)
+        except ValueError as e:
+            assert "replication" in str(e), str(e)
+        else:
+            raise AssertionError(f"{op.__name__}: out_specs=P() of a sharded result was accepted")
+    f = jax.shard_map(lambda x: cs.synced_mlp(x, w1, w2, b1=b1, b2=b2), mesh=mesh, in_specs=P("d"),
+                      out_specs=P("d"))
+    _close(f(x), _reference(x, w1, w2, b1, b2, "gelu"))
+
+
+@case
+def shard_map_megatron_grads_with_checks_on():
+    # Megatron's split by hand under shard_map's default checks: w1 by
+    # columns, w2 by rows, a psum after; the replicated x's gradient is the
+    # sum over the shards.
+    mesh = _mesh((8,), ("model",))
+    x, w1, w2, b1, b2 = mlp_inputs(3, 24, 32, 128, 32, jnp.float32)
+    tp = jax.shard_map(lambda x, w1, b1, w2: jax.lax.psum(cs.synced_mlp(x, w1, w2, b1=b1), "model"),
+                       mesh=mesh, in_specs=(P(), P(None, "model"), P("model"), P("model", None)),
+                       out_specs=P())
+    loss = lambda f: lambda x, w1, b1, w2: (f(x, w1, b1, w2) ** 2).sum()  # noqa: E731
+    plain = lambda x, w1, b1, w2: cs.mlp_reference(x, w1, w2, b1=b1)  # noqa: E731
+    _close(tp(x, w1, b1, w2), plain(x, w1, b1, w2))
+    got = jax.grad(loss(tp), argnums=(0, 1, 2, 3))(x, w1, b1, w2)
+    want = jax.grad(loss(plain), argnums=(0, 1, 2, 3))(x, w1, b1, w2)
+    for g, r in zip(got, want):
+        _close(g, r, 1e-4)
+
+
+@case
+def shard_map_conv_pair_grads():
+    mesh = _mesh((8,), ("d",))
+    ks = jax.random.split(jax.random.key(4), 3)
+    x = jax.random.normal(ks[0], (8, 5, 5, 4), jnp.float32)
+    k1 = jax.random.normal(ks[1], (3, 3, 4, 8), jnp.float32) * 0.2
+    k2 = jax.random.normal(ks[2], (3, 3, 8, 4), jnp.float32) * 0.2
+    f = jax.shard_map(lambda x, k1: cs.synced_conv_pair(x, k1, k2), mesh=mesh, in_specs=(P("d"), P()),
+                      out_specs=P("d"))
+    loss = lambda g: lambda x, k1: (g(x, k1) ** 2).sum()  # noqa: E731
+    plain = lambda x, k1: cs.conv_pair_reference(x, k1, k2)  # noqa: E731
+    _close(f(x, k1), plain(x, k1))
+    for g, r in zip(jax.grad(loss(f), argnums=(0, 1))(x, k1), jax.grad(loss(plain), argnums=(0, 1))(x, k1)):
+        _close(g, r, 1e-4)
+
+
 def main(names):
     if len(jax.devices()) != 8:
         sys.exit(f"expected 8 devices, got {jax.devices()}: set XLA_FLAGS="
