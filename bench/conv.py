@@ -140,13 +140,13 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
     return kw
 
 
-def distinct(impls: dict, size: int, c0: int, c1: int, c2: int) -> dict:
-    """The rows that run different plans at a layer (sm90-serial@n64,split is
-    sm90-serial@split where the tile is 128x64 anyway). Compared at batch 1:
-    rows with the same tile there have it at every batch, and so the same shares."""
+def distinct(impls: dict, batch: int, size: int, c0: int, c1: int, c2: int) -> dict:
+    """The rows that run different plans at a layer and batch
+    (sm90-serial@n64,split is sm90-serial@split where the tile is 128x64
+    anyway; an explicit split=AxB is the rule's split at some batches only)."""
     seen, out = [], {}
     for name, fn in impls.items():
-        kw = plan_kwargs(name, 1, size, c0, c1, c2)
+        kw = plan_kwargs(name, batch, size, c0, c1, c2)
         if kw is None or kw == {} or kw not in seen:
             out[name] = fn
             seen.append(kw)
@@ -172,17 +172,23 @@ def implementations(split_k: bool = False, hopper: bool = False, extra=()):
 
 
 def looped(fn, reps: int):
-    """jit of `reps` calls in one loop; each call depends on the previous one
-    through one element of x, so XLA can neither hoist nor drop a call."""
+    """jit of `reps` calls in one loop, each reading all of the previous
+    call's output, so XLA can neither hoist nor drop a call, nor compute
+    only part of one: where y has x's shape (ResNet's pairs, VGG's from
+    56x56x256 on) y is the next call's x, as in a stack of blocks; elsewhere
+    every element of y feeds a sum that moves one element of x by 0 * sum."""
 
     @jax.jit
     def loop(x, *rest):
         def body(_, carry):
             x, acc = carry
             y = fn(x, *rest)
-            acc = acc + y[0, 0, 0, 0].astype(jnp.float32)
+            if y.shape == x.shape:
+                return y, acc
+            acc = acc + jnp.sum(y.astype(jnp.float32))
             return x.at[0, 0, 0, 0].add((acc * 0).astype(x.dtype)), acc
-        return jax.lax.fori_loop(0, reps, body, (x, jnp.float32(0)))[1]
+        x, acc = jax.lax.fori_loop(0, reps, body, (x, jnp.float32(0)))
+        return x[0, 0, 0, 0].astype(jnp.float32) + acc
 
     return loop
 
@@ -289,9 +295,9 @@ def main():
     print(f"{'layer':24s} {'batch':>5s} " + " ".join(f"{n:>22s}" for n in all_impls))
     for layer in args.layers:
         size, c0, c1, c2 = LAYERS[layer]
-        impls = {n: f for n, f in all_impls.items() if hopper_runs(layer) or not n.startswith("sm90-")}
-        impls = distinct(impls, size, c0, c1, c2)
+        layer_impls = {n: f for n, f in all_impls.items() if hopper_runs(layer) or not n.startswith("sm90-")}
         for batch in args.batches:
+            impls = distinct(layer_impls, batch, size, c0, c1, c2)
             ops = inputs(batch, size, c0, c1, c2, dtype, residual=args.residual)
             reps = args.reps or reps_for(impls["xla"], ops,
                                          DEVICE_TARGET_MS if args.timing == "device" else timing.TARGET_MS)

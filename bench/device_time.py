@@ -5,7 +5,7 @@ machine has torch; nothing here is a package dependency).
 Why not the launch's wall time (timing.launch_ms): XLA's loop of a conv pair
 leaves the GPU idle between its thunks. On the H200, a ResNet 56x56x64 pair
 at batch 1 keeps the GPU busy 13.8 us a call of a 60.8 us call
-(bench/logs/h200-timeline-conv-d2900b3.log): the wall time counts XLA's host
+(bench/logs/h200-timeline-conv-2009edc.log): the wall time counts XLA's host
 work, not its convolutions. Ours launch back to back, so the wall time
 favoured them by the difference. Busy time counts what ran on the GPU, and
 overlapping work (two streams, a kernel started early by a programmatic

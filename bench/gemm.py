@@ -4,9 +4,10 @@ Shapes: the MLP's GEMMs, rows 256..4096 x (N, K) in
   (6144, 12288) GPT-3 first GEMM    (12288, 6144) GPT-3 second GEMM
   (5632, 8192)  LLaMA first GEMM    (8192, 2816)  LLaMA second GEMM
 a [rows, K] @ w [K, N], both row-major. Variants: xla (jnp.dot), and the
-kernel at each tile width of cusync_jax.gemm.TILE_WIDTHS. Times are device time per call
+kernel at each tile width of cusync_jax.gemm.TILE_WIDTHS. Times are per call
 (bench/timing.py: chained calls in one jitted loop, variants alternated in
-rounds, medians).
+rounds, medians): with --timing device (the default on a GPU) the GPU's busy
+time in a launch, with --timing loop the launch's wall time.
 
     python bench/gemm.py --dtype float16 bfloat16
 
@@ -37,11 +38,15 @@ ESTIMATE_TFLOPS = 500.0
 
 
 def step_for(fn):
-    # The barrier makes `a` depend on the loop carry, so XLA can neither hoist
-    # the product out of the loop nor drop a call; it costs nothing at run time.
-    def step(carry, a, w):
-        _, a = jax.lax.optimization_barrier((carry, a))
-        return fn(a, w)
+    """One chained call: the carry (a, out) -> (a', fn(a', w)), where a' is a
+    with one element moved by 0 * out[0, 0]. So each call reads the previous
+    call's output and XLA can neither hoist the product out of the loop nor
+    drop a call (it keeps x * 0 for floats); the update is in place in the
+    loop's carry, one element a call."""
+    def step(carry, w):
+        a, out = carry
+        a = a.at[0, 0].add((out[0, 0] * 0).astype(a.dtype))
+        return a, fn(a, w)
     return step
 
 
@@ -67,6 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="tile widths to time")
     ap.add_argument("--cluster", type=int, choices=[0, 1], default=1,
                     help="also time the 2x1-cluster configuration (cluster_m=2)")
+    timing.add_timing_option(ap)
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", default=None, help="result file (default bench/results/<device>-gemm.json)")
@@ -76,6 +82,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None):
     args = parse_args(argv)
     device = jax.devices()[0]
+    commit, dirty = timing.git_state(ROOT)
+    commit = args.commit or commit
+    dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
+    timing_name, measure = timing.timing_of(args, device)
     variants = {"xla": jnp.dot}
     for n in args.tiles:
         for name, kw in args.orders:
@@ -96,10 +106,10 @@ def main(argv=None):
                 w = (jax.random.normal(kw, (k, n), jnp.float32) / k ** 0.5).astype(dtype)
                 flops = 2.0 * m * n * k
                 iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9))
-                carry = jnp.zeros((m, n), dtype)
-                timed = {name: (timing.chained(step_for(fn), iters), (carry, a, w), iters)
+                carry = (a, jnp.zeros((m, n), dtype))
+                timed = {name: (timing.chained(step_for(fn), iters), (carry, w), iters)
                          for name, fn in variants.items()}
-                ms = timing.alternate(timed, rounds=args.rounds)
+                ms = timing.alternate(timed, rounds=args.rounds, measure=measure)
                 ref = jnp.dot(a.astype(jnp.float32), w.astype(jnp.float32))
                 errs = {}
                 for name, fn in variants.items():
@@ -116,14 +126,11 @@ def main(argv=None):
                       "  ".join(f"{ms[v]:18.4f} ({row['tflops'][v]:3.0f})" for v in variants if v != "xla") +
                       f"  {row['best_over_xla']:.3f}", flush=True)
 
-    commit, dirty = timing.git_state(ROOT)
-    commit = args.commit or commit
-    dirty = bool(int(args.dirty)) if args.dirty is not None else dirty
     out = pathlib.Path(args.out) if args.out else ROOT / "bench" / "results" / f"{timing.device_slug(device)}-gemm.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(
-        what="GEMM alone: a [M, K] @ w [K, N], the MLP's shapes; ms = median device time per call",
-        device=device.device_kind, jax=jax.__version__, commit=commit, dirty=dirty,
+        what="GEMM alone: a [M, K] @ w [K, N], the MLP's shapes; ms = median time per call",
+        device=device.device_kind, jax=jax.__version__, commit=commit, dirty=dirty, timing=timing_name,
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         rounds=args.rounds, results=rows_out), indent=1))
     print(f"wrote {out}")

@@ -99,6 +99,9 @@ def conv_variants(argv, iters, rows):
 
 
 def main(argv):
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return
     iters, argv = take_option(argv, "--iters", int, ITERS)
     heat, argv = take_option(argv, "--heat", float, 0.0)
     rows, argv = take_option(argv, "--rows", str, list(CONV_ROWS), many=True)
@@ -115,7 +118,7 @@ def main(argv):
         path = trace.replace(".json", f"-{name}.json") if trace.endswith(".json") else f"{trace}-{name}"
         per_variant.append(device_time.gpu_events(f, ops, trace_path=path, host=True))
     for name, g in zip(variants, per_variant):
-        span = g[-1]["ts"] + g[-1]["dur"] - g[0]["ts"]
+        span = max(e["ts"] + e["dur"] for e in g) - g[0]["ts"]
         busy = sum(e["dur"] for e in g)
         union = device_time.union_us((e["ts"], e["dur"]) for e in g)
         print(f"== {name}: {len(g)} events, span {span:.1f} us = {span / iters:.1f} us/iter, "

@@ -99,7 +99,9 @@ def git_state(root) -> tuple:
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
+        # (Benchmark output is not a change to what is measured.)
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", ".",
+                                     ":(exclude)bench/results", ":(exclude)bench/logs"],
                                     capture_output=True, text=True, check=True).stdout.strip())
         return commit, dirty
     except (OSError, subprocess.CalledProcessError):

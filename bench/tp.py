@@ -117,7 +117,9 @@ def main():
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(
         commit=commit, dirty=dirty, device=devices[0].device_kind, gpus=gpus, jax=jax.__version__,
-        date=datetime.date.today().isoformat(), rows=rows), indent=1))
+        # (wall time of chained launches: the busy time of several GPUs is not one number)
+        timing="loop",
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), rows=rows), indent=1))
     print(f"wrote {out}")
 
 

@@ -96,3 +96,29 @@ def test_gemm_bench_arguments():
     given = gemm_bench.parse_args(["--orders", "grouped:16", "column_major"])
     assert [name for name, _ in given.orders] == ["grouped16", "column_major"]
     assert given.orders[0][1].get("group_rows") == 16
+
+
+def test_merge_results_joins_parts_of_one_measurement(tmp_path):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import merge_results
+    finally:
+        sys.path.remove(str(BENCH))
+    head = {"commit": "abc", "dirty": False, "device": "NVIDIA H200", "timing": "device"}
+    a = {**head, "date": "2026-12-01T10:00:00+00:00",
+         "rows": [{"layer": "l", "batch": 1, "impl": "xla", "ms": 1.0}]}
+    b = {**head, "date": "2026-12-01T11:00:00+00:00",
+         "rows": [{"layer": "l", "batch": 4, "impl": "xla", "ms": 2.0}]}
+    for i, part in enumerate((a, b)):
+        (tmp_path / f"{i}.json").write_text(json.dumps(part))
+    out = tmp_path / "merged.json"
+    run_bench("merge_results.py", str(out), str(tmp_path / "0.json"), str(tmp_path / "1.json"))
+    merged = json.loads(out.read_text())
+    assert [r["batch"] for r in merged["rows"]] == [1, 4]
+    assert merged["date"] == b["date"] and merged["timing"] == "device" and merged["commit"] == "abc"
+    with pytest.raises(ValueError, match="timing"):
+        merge_results.merge([a, {**b, "timing": "loop"}])
+    # A case's rows come from one run: xla in one part and ours in another is refused.
+    ours = {**a, "rows": [{**a["rows"][0], "impl": "sm90-serial"}]}
+    with pytest.raises(ValueError, match="part 1 and part 2"):
+        merge_results.merge([a, ours])

@@ -343,7 +343,12 @@ def test_bench_conv_row_names_say_their_plan():
     for bad in ("sm90-serial@n32", "serial@n64", "sm90-serial@split=3", "RowSync-sideways"):
         with pytest.raises(ValueError, match="unknown row"):
             kw(bad)
-    # Rows that plan the same at a layer are timed once.
-    names = list(conv.distinct(conv.implementations(hopper=True), *conv.LAYERS["resnet-56x56x64"]))
+    # Rows that plan the same at a layer and batch are timed once.
+    names = list(conv.distinct(conv.implementations(hopper=True), 1, *conv.LAYERS["resnet-56x56x64"]))
     assert "sm90-serial@split" in names and "sm90-serial@n64,split" not in names
-    assert "sm90-serial@n64,split" in conv.distinct(conv.implementations(hopper=True), size, c0, c1, c2)
+    assert "sm90-serial@n64,split" in conv.distinct(conv.implementations(hopper=True), 1, size, c0, c1, c2)
+    # An explicit split is the rule's at batch 1 (8 shares of 72 k-blocks) but not at 32 (2): timed there.
+    extra = conv.implementations(hopper=True, extra=["sm90-serial@split=8x8"])
+    assert "sm90-serial@split=8x8" not in conv.distinct(extra, 1, size, c0, c1, c2)
+    assert kw("sm90-serial@split", 32)["split_k"] == (2, 2)
+    assert "sm90-serial@split=8x8" in conv.distinct(extra, 32, size, c0, c1, c2)
