@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds bench/gemm_vs_cutlass.cu into build/probe/gemm_vs_cutlass (sm_90a,
-# static CUDA runtime: the binary runs on any H100/H200 machine as it is).
-#   bench/gemm_vs_cutlass.sh [extra nvcc flags, e.g. -DCUSYNC_SM90_STAGES=7]
+# Builds a harness, bench/$HARNESS.cu (default gemm_vs_cutlass; or
+# conv_vs_cutlass), into build/probe/$HARNESS (sm_90a, static CUDA runtime:
+# the binary runs on any H100/H200 machine as it is).
+#   [HARNESS=conv_vs_cutlass] [PROBE_SUFFIX=_x] bench/gemm_vs_cutlass.sh [extra nvcc flags, e.g. -DCUSYNC_SM90_PHASE_TIMES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+HARNESS=${HARNESS:-gemm_vs_cutlass}
 CUTLASS=${CUTLASS_INCLUDE:-$(python3 -c 'import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), "source", "include"))')}
 mkdir -p build/probe
-out=build/probe/gemm_vs_cutlass${PROBE_SUFFIX:-}
+out=build/probe/$HARNESS${PROBE_SUFFIX:-}
 nvcc -O3 -DNDEBUG -std=c++20 --generate-code=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
-  -I ffi/include -I ffi -isystem "$CUTLASS" -isystem "$CUTLASS/../tools/util/include" "$@" bench/gemm_vs_cutlass.cu -o "$out"
+  -I ffi/include -I ffi -I bench -isystem "$CUTLASS" -isystem "$CUTLASS/../tools/util/include" "$@" "bench/$HARNESS.cu" -o "$out"
 echo "built $out"
