@@ -34,7 +34,7 @@ class TunedChoice:
     policy: Optional[Policy]  # None for "xla"
     mode: str                 # "xla", "serial", "fused" or "streams"
     tile: Optional[object]    # a TileShape, or a (producer, consumer) pair of them
-    speedup_over_xla: float   # measured; < 1 never wins (it falls back)
+    speedup_over_xla: Optional[float]  # measured; < 1 never wins (it falls back); None: no row to judge
     order: Optional[str] = None  # tile order of both GEMMs; None: the planner's
     group_rows: int = 8          # the grouped order's band height
     cluster_m: int = 1           # Hopper kernel: CTAs per cluster along the rows

@@ -44,6 +44,7 @@ def test_conv_bench(tmp_path):
     # The CPU is no Hopper GPU: no sm90 rows unless asked for.
     assert not any(r["impl"].startswith("sm90-") for r in result["rows"]) and result["residual"] is True
     assert result["timing"] == "loop"  # no GPU to be busy: wall time
+    assert next(r for r in result["rows"] if r["impl"] == "auto")["fallback"] is False  # the CPU executor ran
 
 
 def test_device_time_counts_overlapping_work_once():
