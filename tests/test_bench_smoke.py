@@ -62,6 +62,27 @@ def test_device_time_counts_overlapping_work_once():
         with pytest.raises(RuntimeError, match="--timing loop"):
             device_time.busy_ms(lambda: None, ())
 
+    # The profiler's own event list: GPU kernels, memsets and copies only, in us.
+    class Event:
+        def __init__(self, name, cat, start_ns, dur_ns):
+            self._v = (name, cat, start_ns, dur_ns)
+        def name(self): return self._v[0]  # noqa: E301,E704
+        def activity_type(self): return self._v[1]  # noqa: E301,E704
+        def start_ns(self): return self._v[2]  # noqa: E301,E704
+        def duration_ns(self): return self._v[3]  # noqa: E301,E704
+
+    class Profile:
+        class profiler:  # noqa: N801
+            class kineto_results:  # noqa: N801
+                @staticmethod
+                def events():
+                    return [Event("k2", "kernel", 9000, 1000), Event("cudaLaunchKernel", "cuda_runtime", 0, 50),
+                            Event("k1", "kernel", 2000, 3000), Event("memset", "gpu_memset", 500, 500)]
+    events = device_time._kineto_events(Profile())
+    assert [(e["name"], e["ts"], e["dur"]) for e in events] == [("memset", 0.5, 0.5), ("k1", 2.0, 3.0),
+                                                                 ("k2", 9.0, 1.0)]
+    assert device_time._kineto_events(object()) == []  # no such API: the exported trace instead
+
 
 def test_model_bench(tmp_path):
     pytest.importorskip("flax")
