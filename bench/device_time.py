@@ -2,6 +2,12 @@
 its kernels, memsets or copies ran, from CUPTI through torch.profiler (the GPU
 machine has torch; nothing here is a package dependency).
 
+    python bench/device_time.py    # on a GPU: busy against wall time on XLA alone
+
+checks it: a ResNet conv pair at batch 1 (busy well under the wall time: XLA's
+host gaps) and a large matmul (busy about the wall time), and the profiler's
+event list against the exported trace on one launch each.
+
 Why not the launch's wall time (timing.launch_ms): XLA's loop of a conv pair
 leaves the GPU idle between its thunks. On the H200, a ResNet 56x56x64 pair
 at batch 1 keeps the GPU busy 13.8 us a call of a 60.8 us call
@@ -92,3 +98,43 @@ def busy_ms(fn: Callable, args: Sequence) -> float:
     if not events:
         raise RuntimeError("device timing saw no GPU activity in the launch (is the profiler seeing the GPU?)")
     return union_us((e["ts"], e["dur"]) for e in events) / 1e3
+
+
+def _check() -> None:
+    """The self-check of the module docstring (XLA alone, no package build)."""
+    import jax.numpy as jnp
+    import timing
+
+    dn = ("NHWC", "HWIO", "NHWC")
+    reps = 200
+    for size, c in ((56, 64), (7, 512)):
+        x = jax.random.normal(jax.random.key(0), (1, size, size, c), jnp.float16)
+        k = (jax.random.normal(jax.random.key(1), (3, 3, c, c), jnp.float32) / (3 * c ** 0.5)).astype(jnp.float16)
+
+        def pair(v, k=k):
+            y = jax.nn.relu(jax.lax.conv_general_dilated(v, k, (1, 1), "SAME", dimension_numbers=dn))
+            return jax.lax.conv_general_dilated(y, k, (1, 1), "SAME", dimension_numbers=dn)
+        loop = jax.jit(lambda x: jax.lax.fori_loop(0, reps, lambda _, v: pair(v), x)[0, 0, 0, 0])
+        loop(x).block_until_ready()
+        for _ in range(3):
+            print(f"conv pair {size}x{size}x{c} b1: wall {timing.launch_ms(loop, (x,)) / reps * 1e3:.1f} us, "
+                  f"busy {busy_ms(loop, (x,)) / reps * 1e3:.1f} us a pair", flush=True)
+        listed = gpu_events(loop, (x,))
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        try:
+            exported = gpu_events(loop, (x,), trace_path=path)
+        finally:
+            os.remove(path)
+        busy = lambda evs: union_us((e["ts"], e["dur"]) for e in evs) / reps  # noqa: E731
+        print(f"  event list: {len(listed)} events, busy {busy(listed):.1f} us a pair; exported trace: "
+              f"{len(exported)} events, busy {busy(exported):.1f} us a pair", flush=True)
+    a = jax.random.normal(jax.random.key(2), (8192, 8192), jnp.float16)
+    mm = timing.chained(lambda v: v @ a, 20)
+    mm(a).block_until_ready()
+    for _ in range(2):
+        print(f"8192^3 matmul: wall {timing.launch_ms(mm, (a,)) / 20:.3f} ms, busy {busy_ms(mm, (a,)) / 20:.3f} ms")
+
+
+if __name__ == "__main__":
+    _check()
