@@ -9,6 +9,8 @@
 //                 as an im2col matrix [pixels, 9 C]
 //   cutlass3_*    CUTLASS's warp-specialized TMA GEMMs on that matrix
 //   cutlass2_*    CUTLASS's sm80 multistage GEMMs on that matrix
+//   cutlass2conv_* CUTLASS's sm80 implicit-GEMM convolution (fprop, its
+//                 optimized im2col iterators; the filter transposed to KRSC)
 //
 // Every variant computes the same [pixels, C] output (checked against the
 // first). A time is the median over alternated rounds of 20 back-to-back
@@ -21,6 +23,8 @@
 //   conv_vs_cutlass phases H C N      (built with -DCUSYNC_SM90_PHASE_TIMES)
 #include "harness.cuh"
 
+#include <cutlass/conv/device/implicit_gemm_convolution.h>
+#include <cutlass/conv/kernel/default_conv2d_fprop.h>
 #include <cutlass/epilogue/thread/linear_combination.h>
 #include <cutlass/gemm/device/gemm.h>
 
@@ -48,6 +52,51 @@ struct Cutlass2Gemm {
     if (gemm(s) != cutlass::Status::kSuccess) std::exit(1);
   }
 };
+
+// ---- CUTLASS's sm80 implicit-GEMM convolution: x NHWC, the filter KRSC
+// (output channel first), y NHWC; stride 1, SAME (padding 1 for 3x3).
+template <class Block, class Warp, int kStages>
+struct Cutlass2Conv {
+  using Kernel = typename cutlass::conv::kernel::DefaultConv2dFprop<
+      Element, cutlass::layout::TensorNHWC, Element, cutlass::layout::TensorNHWC, Element,
+      cutlass::layout::TensorNHWC, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80, Block, Warp,
+      cutlass::gemm::GemmShape<16, 8, 16>, cutlass::epilogue::thread::LinearCombination<Element, 8, float, float>,
+      cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<>, kStages, cutlass::arch::OpMultiplyAdd,
+      cutlass::conv::IteratorAlgorithm::kOptimized>::Kernel;
+  using Conv = cutlass::conv::device::ImplicitGemmConvolution<Kernel>;
+  Conv conv;
+  void* workspace = nullptr;
+  void setup(const Element* x, const Element* w_krsc, Element* out, int images, int size, int c, int k) {
+    cutlass::conv::Conv2dProblemSize problem(images, size, size, c, k, 3, 3, size, size, 1, 1, 1, 1, 1, 1,
+                                             cutlass::conv::Mode::kCrossCorrelation);
+    using L = cutlass::layout::TensorNHWC;
+    typename Conv::Arguments args(
+        problem, {const_cast<Element*>(x), L::packed({images, size, size, c})},
+        {const_cast<Element*>(w_krsc), L::packed({k, 3, 3, c})}, {out, L::packed({images, size, size, k})},
+        {out, L::packed({images, size, size, k})}, {1.f, 0.f});
+    if (conv.can_implement(args) != cutlass::Status::kSuccess) {
+      std::fprintf(stderr, "CUTLASS 2 conv cannot run %dx%dx%d batch %d\n", size, size, c, images);
+      std::exit(1);
+    }
+    if (workspace) CHECK(cudaFree(workspace));
+    workspace = nullptr;
+    const size_t bytes = Conv::get_workspace_size(args);
+    if (bytes) CHECK(cudaMalloc(&workspace, bytes));
+    if (conv.initialize(args, workspace) != cutlass::Status::kSuccess) std::exit(1);
+  }
+  void run(cudaStream_t s) {
+    if (conv(s) != cutlass::Status::kSuccess) std::exit(1);
+  }
+};
+
+// w [3, 3, c, k] HWIO -> [k, 3, 3, c] KRSC.
+__global__ void hwio_to_krsc(const Element* w, Element* krsc, int c, int k) {
+  const int total = 9 * c * k;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const int co = i % k, ci = (i / k) % c, tap = i / (k * c);
+    krsc[(size_t(co) * 9 + tap) * c + ci] = w[i];
+  }
+}
 
 // One layer: x [images, size, size, c] NHWC, w [3, 3, c, c] HWIO (= B [9c, c]).
 struct Layer {
@@ -141,14 +190,16 @@ using EpiTmaCoop = cutlass::epilogue::TmaWarpSpecializedCooperative;
 using GS = cutlass::gemm::GemmShape<128, 64, 32>;
 
 int run_layer(const Layer& l, int rounds, int sms, cudaStream_t stream, bool phases) {
-  Element *x, *w, *a;
+  Element *x, *w, *a, *w_krsc;
   const int m = l.pixels(), n = l.c, k = l.k();
   CHECK(cudaMalloc(&x, size_t(m) * l.c * sizeof(Element)));
   CHECK(cudaMalloc(&w, size_t(k) * n * sizeof(Element)));
+  CHECK(cudaMalloc(&w_krsc, size_t(k) * n * sizeof(Element)));
   CHECK(cudaMalloc(&a, size_t(m) * k * sizeof(Element)));
   fill<<<1024, 256>>>(x, size_t(m) * l.c, 17);
   fill<<<1024, 256>>>(w, size_t(k) * n, 91);
   im2col<<<1024, 256>>>(x, a, l);
+  hwio_to_krsc<<<1024, 256>>>(w, w_krsc, l.c, n);
   CHECK(cudaGetLastError());
 
   static OwnLaunch<ConvX64> conv64;
@@ -163,6 +214,8 @@ int run_layer(const Layer& l, int rounds, int sms, cudaStream_t stream, bool pha
   static Cutlass2Gemm<cutlass::gemm::GemmShape<128, 64, 32>, cutlass::gemm::GemmShape<64, 32, 32>, 4> c2_128x64;
   static Cutlass2Gemm<cutlass::gemm::GemmShape<64, 64, 32>, cutlass::gemm::GemmShape<32, 32, 32>, 5> c2_64x64;
   static Cutlass2Gemm<cutlass::gemm::GemmShape<64, 64, 64>, cutlass::gemm::GemmShape<32, 32, 64>, 3> c2_64x64k64;
+  static Cutlass2Conv<cutlass::gemm::GemmShape<64, 64, 64>, cutlass::gemm::GemmShape<32, 32, 64>, 4> c2conv_64x64;
+  static Cutlass2Conv<cutlass::gemm::GemmShape<128, 64, 32>, cutlass::gemm::GemmShape<64, 32, 32>, 4> c2conv_128x64;
 
   // (outputs, one per variant, each set up against its own buffer)
   std::vector<Timed> variants;
@@ -180,6 +233,10 @@ int run_layer(const Layer& l, int rounds, int sms, cudaStream_t stream, bool pha
   variants.push_back(cutlass_timed("cutlass2_64x64x32_s5", c2_64x64));
   c2_64x64k64.setup(a, w, out_buffer(), m, n, k);
   variants.push_back(cutlass_timed("cutlass2_64x64x64_s3", c2_64x64k64));
+  c2conv_64x64.setup(x, w_krsc, out_buffer(), l.images, l.size, l.c, n);
+  variants.push_back(cutlass_timed("cutlass2conv_64x64x64_s4", c2conv_64x64));
+  c2conv_128x64.setup(x, w_krsc, out_buffer(), l.images, l.size, l.c, n);
+  variants.push_back(cutlass_timed("cutlass2conv_128x64x32_s4", c2conv_128x64));
   c3_coop128x64.setup(a, w, out_buffer(), m, n, k, sms);
   variants.push_back(cutlass_timed("cutlass3_coop128x64", c3_coop128x64));
   c3_pp64x64.setup(a, w, out_buffer(), m, n, k, sms);
@@ -261,6 +318,7 @@ int run_layer(const Layer& l, int rounds, int sms, cudaStream_t stream, bool pha
   CHECK(cudaFree(x));
   CHECK(cudaFree(w));
   CHECK(cudaFree(a));
+  CHECK(cudaFree(w_krsc));
   CHECK(cudaFree(dmax));
   return 0;
 }
