@@ -39,14 +39,11 @@ struct Cutlass2Gemm {
       cutlass::epilogue::thread::LinearCombination<Element, 8, float, float>,
       cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<>, kStages>;
   Gemm gemm;
-  typename Gemm::Arguments args;
+  void* workspace = nullptr;
   void setup(const Element* a, const Element* b, Element* out, int m, int n, int k) {
-    args = typename Gemm::Arguments({m, n, k}, {a, k}, {b, n}, {out, n}, {out, n}, {1.f, 0.f});
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) {
-      std::fprintf(stderr, "CUTLASS 2 cannot run %dx%dx%d\n", m, n, k);
-      std::exit(1);
-    }
-    if (gemm.initialize(args) != cutlass::Status::kSuccess) std::exit(1);
+    const typename Gemm::Arguments args({m, n, k}, {a, k}, {b, n}, {out, n}, {out, n}, {1.f, 0.f});
+    const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    initialize_with_workspace(gemm, args, workspace, what.c_str());
   }
   void run(cudaStream_t s) {
     if (gemm(s) != cutlass::Status::kSuccess) std::exit(1);
@@ -74,15 +71,9 @@ struct Cutlass2Conv {
         problem, {const_cast<Element*>(x), L::packed({images, size, size, c})},
         {const_cast<Element*>(w_krsc), L::packed({k, 3, 3, c})}, {out, L::packed({images, size, size, k})},
         {out, L::packed({images, size, size, k})}, {1.f, 0.f});
-    if (conv.can_implement(args) != cutlass::Status::kSuccess) {
-      std::fprintf(stderr, "CUTLASS 2 conv cannot run %dx%dx%d batch %d\n", size, size, c, images);
-      std::exit(1);
-    }
-    if (workspace) CHECK(cudaFree(workspace));
-    workspace = nullptr;
-    const size_t bytes = Conv::get_workspace_size(args);
-    if (bytes) CHECK(cudaMalloc(&workspace, bytes));
-    if (conv.initialize(args, workspace) != cutlass::Status::kSuccess) std::exit(1);
+    const std::string what = "the conv " + std::to_string(size) + "x" + std::to_string(size) + "x" +
+                             std::to_string(c) + " batch " + std::to_string(images);
+    initialize_with_workspace(conv, args, workspace, what.c_str());
   }
   void run(cudaStream_t s) {
     if (conv(s) != cutlass::Status::kSuccess) std::exit(1);

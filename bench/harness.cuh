@@ -38,6 +38,22 @@
 
 using Element = cutlass::half_t;
 
+// A CUTLASS device operator (a 3.x GEMM adapter, a 2.x convolution) readied
+// for `args`: checked, its workspace (re)allocated, initialized. `what`
+// names the problem when CUTLASS cannot run it.
+template <class Op, class Args>
+void initialize_with_workspace(Op& op, const Args& args, void*& workspace, const char* what) {
+  if (op.can_implement(args) != cutlass::Status::kSuccess) {
+    std::fprintf(stderr, "CUTLASS cannot run %s\n", what);
+    std::exit(1);
+  }
+  if (workspace) CHECK(cudaFree(workspace));
+  workspace = nullptr;
+  const size_t bytes = Op::get_workspace_size(args);
+  if (bytes) CHECK(cudaMalloc(&workspace, bytes));
+  if (op.initialize(args, workspace) != cutlass::Status::kSuccess) std::exit(1);
+}
+
 // ---- CUTLASS: x [M, K] row-major times w [K, N] row-major (N contiguous).
 template <class TileShape, class ClusterShape, class Schedule, class EpiSchedule, class Scheduler = void>
 struct CutlassGemm {
@@ -80,15 +96,8 @@ struct CutlassGemm {
                                   {{1.f, 0.f}, nullptr, sd, out, sd},
                                   hw};
     if constexpr (!std::is_void_v<Scheduler>) args.scheduler.decomposition_mode = decomposition;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) {
-      std::fprintf(stderr, "CUTLASS cannot run %dx%dx%d\n", m, n, k);
-      std::exit(1);
-    }
-    if (workspace) CHECK(cudaFree(workspace));
-    workspace = nullptr;
-    const size_t bytes = Gemm::get_workspace_size(args);
-    if (bytes) CHECK(cudaMalloc(&workspace, bytes));
-    if (gemm.initialize(args, workspace) != cutlass::Status::kSuccess) std::exit(1);
+    const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    initialize_with_workspace(gemm, args, workspace, what.c_str());
   }
   void run(cudaStream_t s) {
     if (gemm.run(s) != cutlass::Status::kSuccess) std::exit(1);

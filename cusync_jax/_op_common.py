@@ -74,6 +74,28 @@ def out_aval(shape, dtype, *inputs):
     return jax.core.ShapedArray(shape, dtype)
 
 
+def cuda_dtype_check(ctx, what_runs: str) -> None:
+    """A CUDA lowering's refusal of float32 (the CUDA kernels take float16
+    and bfloat16), raised before anything runs. what_runs: "the CUDA kernels
+    run", say."""
+    dtype = ctx.avals_in[0].dtype
+    if dtype not in (jnp.float16, jnp.bfloat16):
+        raise TypeError(f"x: {what_runs} float16 and bfloat16, got {dtype}; cast the operands (float32 runs "
+                        "on the CPU backend, and policy='auto' runs XLA's ops for it)")
+
+
+def jvp_of(reference, primals, tangents):
+    """The tangents of ``reference`` (a jnp function of the op's operands)
+    at the primals, symbolic zero tangents made concrete."""
+    tangents = tuple(jax.interpreters.ad.instantiate_zeros(t) for t in tangents)
+    return jax.jvp(reference, tuple(primals), tangents)[1]
+
+
+def no_tangent(value):
+    """The tangent of an output nothing differentiates (the sync words)."""
+    return jax.interpreters.ad.Zero(jax.typeof(value).to_tangent_aval())
+
+
 def check_mode(mode) -> None:
     if mode not in ("auto",) + MODES:
         raise ValueError(f"mode: expected 'auto' or one of {MODES}, got {mode!r}")

@@ -17,8 +17,8 @@ from jax.extend import core as jex_core
 from jax.interpreters import batching, mlir
 
 from . import _backend, kernels
-from ._op_common import (check_float_dtypes, check_mode, default_device, ffi_lowering, out_aval, shape_of,
-                         vary_together)
+from ._op_common import (check_float_dtypes, check_mode, cuda_dtype_check, default_device, ffi_lowering,
+                         jvp_of, no_tangent, out_aval, shape_of, vary_together)
 from .activations import ACTIVATIONS, apply_activation
 from .conv_planner import (FILTERS, ConvPairPlan, check_conv_activation, conv_sync_words,
                            plan_conv_pair, resolve_conv_policy)
@@ -98,10 +98,7 @@ def _lowering(ctx, *args, plan: ConvPairPlan, activation: str):
 
 def _cuda_lowering(ctx, *args, plan: ConvPairPlan, activation: str):
     _backend.ensure_cuda_registered()
-    dtype = ctx.avals_in[0].dtype
-    if dtype not in (jnp.float16, jnp.bfloat16):
-        raise TypeError(f"x: the CUDA conv pair runs float16 and bfloat16, got {dtype}; cast the "
-                        "operands (float32 runs on the CPU backend)")
+    cuda_dtype_check(ctx, "the CUDA conv pair runs")
     for t in (plan.tile1, plan.tile2):
         kernels.cuda_config_for(t, kernels.CONV_CUDA_CONFIGS + kernels.CONV_SM90_CONFIGS)
     return _lowering(ctx, *args, plan=plan, activation=activation)
@@ -159,18 +156,11 @@ def _conv(a, k):
 # forward pass inside it too.
 def _jvp(primals, tangents, *, plan, activation):
     outs = synced_conv_pair_p.bind(*primals, plan=plan, activation=activation)
-    tangents = tuple(jnp.zeros_like(p) if isinstance(t, jax.interpreters.ad.Zero) else t
-                     for p, t in zip(primals, tangents))
-    f32 = jnp.float32
-
-    def reference(x, k1, b1, k2, b2, residual):
-        a = apply_activation(activation, _conv(x.astype(f32), k1.astype(f32)) + b1.astype(f32))
-        y = _conv(a, k2.astype(f32)) + b2.astype(f32)
-        return (y + residual.astype(f32) if residual.size else y), a
-
-    _, (dy, dh) = jax.jvp(reference, primals, tangents)
-    x = primals[0]
-    return outs, (dy.astype(x.dtype), dh.astype(x.dtype), jax.interpreters.ad.Zero(jax.typeof(outs[2]).to_tangent_aval()))
+    dtype = primals[0].dtype
+    # (an empty residual, shape (0,), is no residual)
+    dy, dh = jvp_of(lambda x, k1, b1, k2, b2, r: _reference_with_hidden(
+        x, k1, k2, b1, b2, r if r.size else None, activation, jnp.float32), primals, tangents)
+    return outs, (dy.astype(dtype), dh.astype(dtype), no_tangent(outs[2]))
 
 
 jax.interpreters.ad.primitive_jvps[synced_conv_pair_p] = _jvp
@@ -265,13 +255,20 @@ def conv_pair_reference(x, k1, k2, *, b1=None, b2=None, activation: str = "relu"
     ``precision`` (the tests' reference; the benchmark's XLA row with
     precision=None)."""
     activation = check_conv_activation(activation)
+    return _reference_with_hidden(x, k1, k2, b1, b2, residual, activation, precision)[0]
+
+
+def _reference_with_hidden(x, k1, k2, b1, b2, residual, activation, precision):
+    """(y, act(conv(x, k1) + b1)) with lax convolutions: conv_pair_reference,
+    and the tangents of the op's JVP rule."""
     cast = (lambda a: a.astype(precision)) if precision is not None else (lambda a: a)
     z = _conv(cast(x), cast(k1))
     if b1 is not None:
         z = z + cast(b1)
-    y = _conv(apply_activation(activation, z), cast(k2))
+    a = apply_activation(activation, z)
+    y = _conv(a, cast(k2))
     if b2 is not None:
         y = y + cast(b2)
     if residual is not None:
         y = y + cast(residual)
-    return y
+    return y, a

@@ -13,8 +13,8 @@ from jax.extend import core as jex_core
 from jax.interpreters import batching, mlir
 
 from . import _backend, kernels
-from ._op_common import (check_float_dtypes, check_mode, default_device, ffi_lowering, out_aval, shape_of,
-                         vary_together)
+from ._op_common import (check_float_dtypes, check_mode, cuda_dtype_check, default_device, ffi_lowering,
+                         jvp_of, no_tangent, out_aval, shape_of, vary_together)
 from .activations import ACTIVATIONS, activation_slices, apply_activation, check_activation
 from .planner import CpuOptions, MlpPlan, plan_mlp
 from .policies import Optimizations, StridedSync, parse_policy
@@ -92,10 +92,7 @@ def _lowering(ctx, *args, plan: MlpPlan, activation: str):
 
 def _cuda_lowering(ctx, *args, plan: MlpPlan, activation: str):
     _backend.ensure_cuda_registered()
-    dtype = ctx.avals_in[0].dtype
-    if dtype not in (jnp.float16, jnp.bfloat16):
-        raise TypeError(f"x: the CUDA kernels run float16 and bfloat16, got {dtype}; cast the operands "
-                        "(float32 runs on the CPU backend, and policy='auto' runs XLA's ops for it)")
+    cuda_dtype_check(ctx, "the CUDA kernels run")
     for t in (plan.tile1, plan.tile2):
         kernels.cuda_config_for(t)
     return _lowering(ctx, *args, plan=plan, activation=activation)
@@ -141,22 +138,14 @@ synced_mlp_p.def_impl(_impl)
 # Hessian) differentiates the forward pass inside it too.
 def _jvp(primals, tangents, *, plan, activation):
     outs = synced_mlp_p.bind(*primals, plan=plan, activation=activation)
-    x, w1, b1, w2, b2 = primals
-    tangents = tuple(jnp.zeros_like(p) if isinstance(t, jax.interpreters.ad.Zero) else t
-                     for p, t in zip(primals, tangents))
-    f32 = jnp.float32
-
-    def reference(x, w1, b1, w2, b2):
-        z = jnp.dot(x, w1, preferred_element_type=f32) + b1.astype(f32)
-        a = apply_activation(activation, z)
-        return jnp.dot(a, w2.astype(f32)) + b2.astype(f32), a
-
-    _, (dy, da) = jax.jvp(reference, primals, tangents)
+    dtype = primals[0].dtype
+    dy, da = jvp_of(lambda x, w1, b1, w2, b2: _reference_with_hidden(x, w1, w2, b1, b2, activation, jnp.float32),
+                    primals, tangents)
     # h's tangent where h is act(z) ([tokens, ffn]); SwiGLU's h has the
     # backend's packed layout, and nothing differentiates through it (the VJP
     # reads h for relu and identity only).
-    dh = da.astype(x.dtype) if activation_slices(activation) == 1 else jnp.zeros_like(outs[1])
-    return outs, (dy.astype(x.dtype), dh, jax.interpreters.ad.Zero(jax.typeof(outs[2]).to_tangent_aval()))
+    dh = da.astype(dtype) if activation_slices(activation) == 1 else jnp.zeros_like(outs[1])
+    return outs, (dy.astype(dtype), dh, no_tangent(outs[2]))
 
 
 jax.interpreters.ad.primitive_jvps[synced_mlp_p] = _jvp
@@ -253,11 +242,18 @@ def mlp_reference(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu",
     """The same function in plain jnp, computed in ``precision`` (the tests'
     reference and the benchmark's XLA row when called with precision=None)."""
     check_activation(activation)
+    return _reference_with_hidden(x, w1, w2, b1, b2, activation, precision)[0]
+
+
+def _reference_with_hidden(x, w1, w2, b1, b2, activation, precision):
+    """(y, act(x @ w1 + b1)) in plain jnp: mlp_reference, and the tangents of
+    the op's JVP rule."""
     cast = (lambda a: a.astype(precision)) if precision is not None else (lambda a: a)
     z = cast(x) @ cast(w1)
     if b1 is not None:
         z = z + cast(b1)
-    y = apply_activation(activation, z) @ cast(w2)
+    a = apply_activation(activation, z)
+    y = a @ cast(w2)
     if b2 is not None:
         y = y + cast(b2)
-    return y
+    return y, a

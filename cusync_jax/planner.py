@@ -415,7 +415,21 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
                     policy=policy, mode=mode, optimizations=optimizations, cpu=cpu, dtype=dtype,
                     order=order, group_rows=group_rows, cluster_m=cluster_m, stream_k=stream_k,
                     mma_schedule=mma_schedule, allow_fallback=allow_fallback)
+    rep = _checked_alignment(rep, device, cpu, allow_fallback)
     return _with_mma_schedule(_with_stream_k(rep, stream_k, device, cpu), mma_schedule)
+
+
+def _checked_alignment(rep: MlpPlanReport, device, cpu, allow_fallback: bool) -> MlpPlanReport:
+    """Both CUDA kernel families copy 16-byte row chunks (TMA rows, cp.async):
+    a GPU plan of other widths falls back where it was automatic, else raises."""
+    aligned = rep.hidden % 8 == 0 and rep.ffn % 8 == 0 and rep.out % 8 == 0
+    if aligned or rep.fallback or resolve_device(device, cpu or CpuOptions())[1]:
+        return rep
+    if rep.source != "user" and allow_fallback:
+        return _as_fallback(rep, "unaligned")
+    raise ValueError(f"x, w1, w2: the CUDA kernels need hidden, ffn and out multiples of 8 (16-byte rows); "
+                     f"got hidden {rep.hidden}, ffn {rep.ffn}, out {rep.out}. Pad the weights, or leave "
+                     f"policy, mode and tile automatic to run XLA's ops for this shape")
 
 
 def _with_mma_schedule(rep: MlpPlanReport, mma_schedule: str) -> MlpPlanReport:
@@ -481,7 +495,7 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
               optimizations: Optional[Optimizations] = None,
               cpu: Optional[CpuOptions] = None, dtype=None, order: Optional[str] = None,
               group_rows: int = 8, cluster_m: int = 1, stream_k=None, mma_schedule: str = "auto",
-              allow_fallback: bool = True, _unaligned_ok: bool = False) -> MlpPlanReport:
+              allow_fallback: bool = True) -> MlpPlanReport:
     for name, v in (("tokens", tokens), ("hidden", hidden), ("ffn", ffn)):
         if not isinstance(v, int) or v < 0 or (v == 0 and name != "tokens"):
             raise ValueError(f"{name}: expected a positive int, got {v!r}")
@@ -532,16 +546,9 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     def xla_instead(source):
         # What would run without the fallback, marked to run XLA's ops.
         rep = _plan_mlp(tokens, hidden, ffn, out, activation=activation, device=model,
-                        optimizations=optimizations, cpu=cpu, allow_fallback=False, _unaligned_ok=True)
+                        optimizations=optimizations, cpu=cpu, allow_fallback=False)
         return _as_fallback(rep, source)
 
-    # Both CUDA kernel families copy 16-byte row chunks (TMA rows, cp.async).
-    if not on_cpu and (hidden % 8 or ffn % 8 or out % 8) and not _unaligned_ok:
-        if tuned:
-            return xla_instead("unaligned")
-        raise ValueError(f"x, w1, w2: the CUDA kernels need hidden, ffn and out multiples of 8 (16-byte "
-                         f"rows); got hidden {hidden}, ffn {ffn}, out {out}. Pad the weights, or leave "
-                         f"policy, mode and tile automatic to run XLA's ops for this shape")
     if tuned and _dtype_name(dtype) not in (None, "float16", "bfloat16"):
         return xla_instead("model")  # the GPU kernels take float16 and bfloat16
     if tuned:
