@@ -14,6 +14,7 @@
 #include "common/mlp_spec.h"
 #include "cusync/dependency.h"
 #include "cusync/policy.h"
+#include "cusync/satisfied_semaphores.h"
 #include "cusync/stage.h"
 #include "cusync/sync_layout.h"
 #include "cusync/tile_order.h"
@@ -171,6 +172,21 @@ NB_MODULE(_cusync_cpu, m) {
       nb::arg("tile_rows"), nb::arg("tile_cols"), nb::arg("row_begin"), nb::arg("row_end"),
       nb::arg("col_begin"), nb::arg("col_end"),
       "The (semaphore, count) waits of a consumer step reading a producer region.");
+
+  m.def(
+      "semaphores_to_acquire",
+      [](const std::vector<int>& named) {
+        auto ready = cusync::SatisfiedSemaphores::none();
+        std::vector<bool> acquire;
+        for (int sem : named) {
+          acquire.push_back(!ready.has(sem));
+          if (acquire.back()) ready.add(sem);
+        }
+        return acquire;
+      },
+      nb::arg("named"),
+      "For each semaphore a tile's k-blocks name, in order: whether the tile acquires it "
+      "(false: already seen satisfied in this tile).");
 
   m.def(
       "conv_dependency",

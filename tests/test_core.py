@@ -125,6 +125,45 @@ def test_conv_dependency_includes_the_halo_within_an_image():
     assert core.conv_dependency(7, 7, 16, 1, 1, 2, 10, 20, 0, 16)[:2] == (10, 20)
 
 
+def test_a_tile_acquires_each_semaphore_once():
+    assert core.semaphores_to_acquire([7, 8, 9] * 9) == [True] * 3 + [False] * 24
+    # A window of 32 indices follows the latest: 0 falls out when 40 comes in.
+    assert core.semaphores_to_acquire([0, 40, 41, 40, 41, 42, 40, 0]) == \
+        [True, True, True, False, False, True, False, True]
+    assert core.semaphores_to_acquire([10, 3, 10, 3, 11, 40, 3, 11]) == \
+        [True, True, False, False, True, True, True, False]
+    # An MLP tile's row of producer columns, two k-blocks each, in k order.
+    cols = [c for c in range(48) for _ in range(2)]
+    assert core.semaphores_to_acquire(cols) == [k % 2 == 0 for k in range(96)]
+
+
+def test_skipped_acquires_were_made_earlier_in_the_tile():
+    rng = random.Random(5)
+    for _ in range(200):
+        named = [rng.randrange(0, rng.choice((4, 40, 400))) for _ in range(rng.randrange(1, 60))]
+        acquire = core.semaphores_to_acquire(named)
+        for i, (sem, a) in enumerate(zip(named, acquire)):
+            assert a or any(s == sem and b for s, b in zip(named[:i], acquire[:i])), (named, i)
+
+
+def test_a_conv_tile_acquires_its_halo_once():
+    # ResNet's 56x56x64 pair at batch 1, 128x64 tiles: every k-block of a
+    # consumer tile names the same three producer tiles (its rows' halo);
+    # the tile acquires them at its first k-block only.
+    pixels, channels, tile_m, tile_k = 56 * 56, 64, 128, 64
+    k_total = 9 * channels
+    for tile in (0, 3, 24):
+        r0, r1 = tile * tile_m, min(pixels, (tile + 1) * tile_m)
+        named = []
+        for k0 in range(0, k_total, tile_k):
+            region = core.conv_dependency(56, 56, channels, 3, 3, 1, r0, r1, k0, k0 + tile_k)
+            named += [sem for sem, _ in core.policy_waits(CONV, 0, pixels, channels, 1, tile_m, 64, *region)]
+        distinct = sorted(set(named))
+        assert len(distinct) == (2 if tile in (0, 24) else 3)
+        acquire = core.semaphores_to_acquire(named)
+        assert [s for s, a in zip(named, acquire) if a] == distinct
+
+
 @pytest.mark.parametrize("rows,cols,k_blocks,ctas", [
     (2, 48, 192, 132),   # GPT-3's first GEMM at 256 tokens
     (2, 96, 96, 132),    # its second

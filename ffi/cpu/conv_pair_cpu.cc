@@ -17,6 +17,7 @@
 #include "cusync/dependency.h"
 #include "cusync/optimizations.h"
 #include "cusync/policy.h"
+#include "cusync/satisfied_semaphores.h"
 #include "cusync/sync_layout.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -134,6 +135,7 @@ ffi::Error SyncedConvPairCpu(ffi::AnyBuffer x, ffi::AnyBuffer k1, ffi::AnyBuffer
     const cusync::Tile t = tile_of(C, index);
     const int r0 = C.row_begin(t), r1 = C.row_end(t), c0 = C.col_begin(t), c1 = C.col_end(t);
     std::vector<float> acc(static_cast<size_t>(r1 - r0) * (c1 - c0), 0.f);
+    auto ready = cusync::SatisfiedSemaphores::none();  // as the kernels: each semaphore acquired once a tile
     for (int64_t k0 = 0; k0 < K2; k0 += s.tile_k2) {
       const int64_t kend = std::min<int64_t>(K2, k0 + s.tile_k2);
       if (waits && (k0 == 0 || !s.policy.waits_once_per_tile())) {
@@ -143,7 +145,9 @@ ffi::Error SyncedConvPairCpu(ffi::AnyBuffer x, ffi::AnyBuffer k1, ffi::AnyBuffer
             static_cast<int>(s.policy.waits_once_per_tile() ? K2 : kend));
         bool ok = true;
         s.policy.for_each_wait(P, region, [&](int sem, int count) {
-          if (ok) ok = state.wait(sems + sem, count, "a consumer conv tile");
+          if (!ok || ready.has(sem)) return;
+          ok = state.wait(sems + sem, count, "a consumer conv tile");
+          if (ok) ready.add(sem);
         });
         if (!ok) return false;
       }

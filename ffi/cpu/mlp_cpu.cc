@@ -15,6 +15,7 @@
 #include "cusync/dependency.h"
 #include "cusync/optimizations.h"
 #include "cusync/policy.h"
+#include "cusync/satisfied_semaphores.h"
 #include "cusync/sync_layout.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -108,6 +109,7 @@ ffi::Error SyncedMlpCpu(ffi::AnyBuffer x, ffi::AnyBuffer w1, ffi::AnyBuffer b1, 
                                     : C.tile(index);
     const int r0 = C.row_begin(t), r1 = C.row_end(t), c0 = C.col_begin(t), c1 = C.col_end(t);
     std::vector<float> acc(static_cast<size_t>(r1 - r0) * (c1 - c0), 0.f);
+    auto ready = cusync::SatisfiedSemaphores::none();  // as the kernels: each semaphore acquired once a tile
     for (int k0 = 0; k0 < F; k0 += s.tile_k2) {
       const int k1 = static_cast<int>(std::min<int64_t>(F, k0 + s.tile_k2));
       if (waits && (k0 == 0 || !s.policy.waits_once_per_tile())) {
@@ -116,7 +118,9 @@ ffi::Error SyncedMlpCpu(ffi::AnyBuffer x, ffi::AnyBuffer w1, ffi::AnyBuffer b1, 
             r0, r1, k0, s.policy.waits_once_per_tile() ? static_cast<int>(F) : k1);
         bool ok = true;
         s.policy.for_each_wait(P, region, [&](int sem, int count) {
-          if (ok) ok = state.wait(sems + sem, count, "a consumer tile");
+          if (!ok || ready.has(sem)) return;
+          ok = state.wait(sems + sem, count, "a consumer tile");
+          if (ok) ready.add(sem);
         });
         if (!ok) return false;
       }

@@ -57,6 +57,7 @@
 #include "cusync/activation.h"
 #include "cusync/dependency.h"
 #include "cusync/policy.h"
+#include "cusync/satisfied_semaphores.h"
 #include "cusync/semaphore.h"
 #include "cusync/stage.h"
 #include "cusync/stream_k.h"
@@ -253,12 +254,10 @@ __device__ __forceinline__ long long global_timer() {
 #define CUSYNC_PHASE(slot, cond) CUSYNC_PHASE_AT(slot, cond, clock64())
 
 // Spins until every semaphore the policy names for this A k-block has its
-// count. `ready` remembers the last two satisfied semaphores: consecutive
-// k-blocks usually read the same producer tiles, and a satisfied semaphore
-// stays satisfied (posts only add).
+// count; `ready` skips the ones this tile has already acquired.
 template <class Cfg>
 __device__ __forceinline__ void wait_for_producer(ChainParams<Cfg> const& p, const TileJob& job,
-                                                  int k_begin, int k_end, int (&ready)[2]) {
+                                                  int k_begin, int k_end, cusync::SatisfiedSemaphores& ready) {
   cusync::Region r;
   if constexpr (Cfg::kConvA) {
     // The consumer conv's k-block reads its pixels' halo in the producer's output.
@@ -271,11 +270,10 @@ __device__ __forceinline__ void wait_for_producer(ChainParams<Cfg> const& p, con
   }
   bool acquired = false;
   p.policy.for_each_wait(p.stage[0].tiling, r, [&](int sem, int count) {
-    if (sem == ready[0] || sem == ready[1]) return;
+    if (ready.has(sem)) return;
     const int* word = p.semaphores + sem;
     while (cusync::semaphore_load_acquire(word) < count) __nanosleep(64);
-    ready[1] = ready[0];
-    ready[0] = sem;
+    ready.add(sem);
     acquired = true;
   });
   // The acquire ordered the producer's generic-proxy stores before us; the
@@ -448,7 +446,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     CUSYNC_PHASE(13, tile_write.count() == 1);
     const int kb_begin = Cfg::kStreamK ? job.kb0 : 0;
     const int kb_end = Cfg::kStreamK ? job.kb1 : (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
-    int ready[2] = {-1, -1};
+    auto ready = cusync::SatisfiedSemaphores::none();
     // TileSync, one producer row: producer columns below ready_col are known
     // complete (and ordered before our TMA reads).
     const cusync::Stage& P = p.stage[0].tiling;
@@ -855,9 +853,6 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
   cutlass::PipelineState<Cfg::kStages> read;
   cutlass::PipelineState<Cfg::kTileSlots> tile_read;
   int seen = 0;  // tiles published to this CTA so far
-#ifdef CUSYNC_SM90_WARM_EPILOGUE
-  bool warmed = false;
-#endif
 
   for (;;) {
     tile_pipeline.consumer_wait(tile_read);
@@ -881,26 +876,6 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     const TileJob job = resolve(p, pos);
     const int k_tiles =
         Cfg::kStreamK ? job.kb1 - job.kb0 : (p.stage[job.stage].k + Cfg::kTileK - 1) / Cfg::kTileK;
-#ifdef CUSYNC_SM90_WARM_EPILOGUE
-    // Experiment (bench/NOTES_sm90.md, stop 20; the package compiles none of
-    // it): at one tile per CTA the epilogue's 2-5k cycles may be cold
-    // instruction fetches. Before its first mainloop, while the first stage
-    // is still on its way, each MMA warpgroup runs its tile's epilogue code
-    // once on a tile with no columns past the last row: no global load or
-    // store happens (bias, residual and direct stores check the columns;
-    // TMA drops boxes wholly out of bounds), only the warp's shared band.
-    if constexpr (!Cfg::kStreamK) {
-      if (!warmed) {
-        warmed = true;
-        TileJob dry = job;
-        dry.row0 = p.stage[job.stage].rows;
-        dry.row1 = dry.row0 + 1;
-        dry.col1 = dry.col0;
-        clear(accum);
-        store_tile(p, dry, accum, coords, smem.epi.data() + (mma_thread / 32) * Cfg::kEpiWarpElems);
-      }
-    }
-#endif
 
     if constexpr (kPingpong) math_order.wait();
     auto release = read;
