@@ -151,12 +151,6 @@ struct OwnLaunch {
   void run(int i, cudaStream_t s) { CHECK(cusync_sm90::launch_chain(p[i], sms, s)); }
 };
 
-struct Timed {
-  std::string name;
-  std::function<void(cudaStream_t)> before;  // outside the timed span (zero the counters)
-  std::function<void(int, cudaStream_t)> run;  // launch i of the batch
-};
-
 template <class G>
 Timed cutlass_timed(const char* name, G& g) {
   return {name, [](cudaStream_t) {}, [&g](int, cudaStream_t s) { g.run(s); }};
@@ -271,36 +265,11 @@ int run_layer(const Layer& l, int rounds, int sms, cudaStream_t stream, bool pha
     v.run(0, stream);
   }
   CHECK(cudaStreamSynchronize(stream));
-  float* dmax;
-  CHECK(cudaMalloc(&dmax, sizeof(float)));
-  std::vector<float> diff(variants.size(), 0.f);
-  for (size_t v = 1; v < variants.size(); ++v) {
-    CHECK(cudaMemset(dmax, 0, sizeof(float)));
-    max_diff<<<1024, 256>>>(outs[0], outs[v], size_t(m) * n, dmax);
-    CHECK(cudaMemcpy(&diff[v], dmax, sizeof(float), cudaMemcpyDeviceToHost));
-  }
-  cudaEvent_t ev[2];
-  CHECK(cudaEventCreate(&ev[0]));
-  CHECK(cudaEventCreate(&ev[1]));
-  std::vector<std::vector<float>> us(variants.size());
-  for (int r = 0; r < rounds + 1; ++r) {  // round 0 warms up
-    for (size_t i = 0; i < variants.size(); ++i) {
-      const size_t v = (i + r) % variants.size();  // rotate which runs first
-      variants[v].before(stream);
-      CHECK(cudaEventRecord(ev[0], stream));
-      for (int b = 0; b < kBatch; ++b) variants[v].run(b, stream);
-      CHECK(cudaEventRecord(ev[1], stream));
-      CHECK(cudaEventSynchronize(ev[1]));
-      float t;
-      CHECK(cudaEventElapsedTime(&t, ev[0], ev[1]));
-      if (r > 0) us[v].push_back(t * 1e3f / kBatch);
-    }
-  }
+  const std::vector<float> diff = diffs_from_first(outs, size_t(m) * n);
+  const std::vector<float> med_us = median_us(variants, rounds, kBatch, stream);
   const double flop = 2.0 * m * n * k;
   for (size_t v = 0; v < variants.size(); ++v) {
-    auto& t = us[v];
-    std::sort(t.begin(), t.end());
-    const float med = t[t.size() / 2];
+    const float med = med_us[v];
     std::printf("%3dx%-3d x%-4d batch %2d  %-24s %8.2f us %6.1f TF/s  maxdiff %.3g\n", l.size, l.size, l.c,
                 l.images, variants[v].name.c_str(), med, flop / med * 1e-6, diff[v]);
   }
@@ -310,7 +279,6 @@ int run_layer(const Layer& l, int rounds, int sms, cudaStream_t stream, bool pha
   CHECK(cudaFree(w));
   CHECK(cudaFree(a));
   CHECK(cudaFree(w_krsc));
-  CHECK(cudaFree(dmax));
   return 0;
 }
 

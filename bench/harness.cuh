@@ -1,4 +1,4 @@
-// What the harnesses (bench/gemm_vs_cutlass.cu, bench/conv_vs_cutlass.cu)
+// What the harnesses (bench/gemm_vs_cutlass.cu, conv_vs_cutlass.cu, conv_pair_sync.cu)
 // share: the project's kernel and CUTLASS's behind one setup/run interface,
 // inputs, the output check and the phase stamps' printout.
 #pragma once
@@ -181,6 +181,20 @@ __global__ void max_diff(const Element* a, const Element* b, size_t n, float* ou
   atomicMax(reinterpret_cast<int*>(out), __float_as_int(m));  // m >= 0: int order = float order
 }
 
+// The largest |difference| of each output from the first (0 for the first).
+inline std::vector<float> diffs_from_first(const std::vector<Element*>& outs, size_t n) {
+  float* dmax;
+  CHECK(cudaMalloc(&dmax, sizeof(float)));
+  std::vector<float> diff(outs.size(), 0.f);
+  for (size_t v = 1; v < outs.size(); ++v) {
+    CHECK(cudaMemset(dmax, 0, sizeof(float)));
+    max_diff<<<1024, 256>>>(outs[0], outs[v], n, dmax);
+    CHECK(cudaMemcpy(&diff[v], dmax, sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  CHECK(cudaFree(dmax));
+  return diff;
+}
+
 struct Variant {
   std::string name;
   std::function<void(const Element*, const Element*, Element*, int, int, int)> setup;
@@ -225,6 +239,45 @@ void one_input_set(int m, int n, int k, Element** x, Element** w, Element** out)
   fill<<<1024, 256>>>(*w, size_t(k) * n, 91);
 }
 
+// One timed variant: what readies a batch of launches, and launch i of it.
+struct Timed {
+  std::string name;
+  std::function<void(cudaStream_t)> before;    // outside the timed span (zero the counters)
+  std::function<void(int, cudaStream_t)> run;  // launch i of the batch
+};
+
+// Median microseconds a launch of each variant: `rounds` alternated rounds
+// (after one to warm up; the first variant rotates) of `batch` back-to-back
+// launches between two events, divided by `batch`: a kernel's cost in a
+// stream of kernels, without the host's launch latency.
+inline std::vector<float> median_us(std::vector<Timed>& variants, int rounds, int batch, cudaStream_t stream) {
+  cudaEvent_t ev[2];
+  CHECK(cudaEventCreate(&ev[0]));
+  CHECK(cudaEventCreate(&ev[1]));
+  std::vector<std::vector<float>> us(variants.size());
+  for (int r = 0; r < rounds + 1; ++r) {
+    for (size_t i = 0; i < variants.size(); ++i) {
+      const size_t v = (i + r) % variants.size();
+      variants[v].before(stream);
+      CHECK(cudaEventRecord(ev[0], stream));
+      for (int b = 0; b < batch; ++b) variants[v].run(b, stream);
+      CHECK(cudaEventRecord(ev[1], stream));
+      CHECK(cudaEventSynchronize(ev[1]));
+      float t;
+      CHECK(cudaEventElapsedTime(&t, ev[0], ev[1]));
+      if (r > 0) us[v].push_back(t * 1e3f / batch);
+    }
+  }
+  CHECK(cudaEventDestroy(ev[0]));
+  CHECK(cudaEventDestroy(ev[1]));
+  std::vector<float> med;
+  for (auto& t : us) {
+    std::sort(t.begin(), t.end());
+    med.push_back(t[t.size() / 2]);
+  }
+  return med;
+}
+
 #ifdef CUSYNC_SM90_PHASE_TIMES
 // `phases M N K` (built with -DCUSYNC_SM90_PHASE_TIMES): per CTA, the cycles
 // of its first tile's phases from the kernel's stamps, entry -> first
@@ -233,9 +286,12 @@ void one_input_set(int m, int n, int k, Element** x, Element** w, Element** out)
 // percentile] over the CTAs that ran a tile, for a launch after an idle GPU
 // (as the timed rounds launch) and for the last of 5 back-to-back launches.
 // title: what ran (the shape and the kernel); ctas: the grid; setup():
-// readies a launch (zeroes its counter); run(stream): launches it.
+// readies a launch (zeroes its counter); run(stream): launches it. stage
+// 1 or 2: only the CTAs whose first tile was of the fused launch's first or
+// second GEMM (0: all).
 template <class Setup, class Run>
-void print_phases(const std::string& title, int ctas, int k_blocks, Setup&& setup, Run&& run, cudaStream_t stream) {
+void print_phases(const std::string& title, int ctas, int k_blocks, Setup&& setup, Run&& run, cudaStream_t stream,
+                  int stage = 0) {
   constexpr int kSlots = cusync_sm90::kPhaseSlots;
   long long* buf;
   CHECK(cudaMalloc(&buf, sizeof(long long) * kSlots * ctas));
@@ -257,18 +313,20 @@ void print_phases(const std::string& title, int ctas, int k_blocks, Setup&& setu
     // Deltas per CTA that ran a tile (slot 4 set).
     // (The epilogue's two inner stamps are of a CTA's last tile: read them
     // where each CTA runs one tile.)
-    constexpr int kDeltas = 11;
+    constexpr int kDeltas = 12;
     const char* labels[kDeltas] = {"barriers set", "position", "resolved", "first TMA", "first data", "mainloop",
-                                   "epi 1st pass", "epi last pass", "epilogue", "to exit", "entry..exit"};
-    const int from[kDeltas] = {0, 0, 0, 0, 0, 4, 5, 5, 5, 6, 0}, to[kDeltas] = {12, 1, 13, 2, 4, 5, 10, 11, 6, 7, 7};
+                                   "epi 1st pass", "epi last pass", "epilogue", "to exit", "entry..exit",
+                                   "A issue span"};
+    const int from[kDeltas] = {0, 0, 0, 0, 0, 4, 5, 5, 5, 6, 0, 2}, to[kDeltas] = {12, 1, 13, 2, 4, 5, 10, 11, 6, 7, 7, 15};
     std::vector<std::vector<double>> d(kDeltas);
     long long g0 = -1, g1 = -1, e0 = -1, e1 = -1;
     int ran = 0;
     for (int c = 0; c < ctas; ++c) {
       const long long* t = h.data() + size_t(c) * kSlots;
-      if (t[4] == 0 || t[5] == 0) continue;
+      if (t[4] == 0 || t[5] == 0 || (stage != 0 && t[14] != stage)) continue;
       ++ran;
-      for (int i = 0; i < kDeltas; ++i) d[i].push_back(double(t[to[i]] - t[from[i]]));
+      for (int i = 0; i < kDeltas; ++i)
+        if (t[to[i]] != 0 && t[from[i]] != 0) d[i].push_back(double(t[to[i]] - t[from[i]]));
       if (g0 < 0 || t[8] < g0) g0 = t[8];
       if (t[9] > g1) g1 = t[9];
       if (e0 < 0 || t[8] > e0) e0 = t[8];

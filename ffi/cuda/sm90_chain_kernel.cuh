@@ -229,10 +229,11 @@ __device__ __forceinline__ void mma_warpgroups_sync(int threads) {
   asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
 }
 
-// Phase stamps of each CTA's first tile, for the harness's `phases` mode
-// (bench/gemm_vs_cutlass.cu, built with -DCUSYNC_SM90_PHASE_TIMES): where a
-// launch's cycles go between entry, the first TMA data, the mainloop's end
-// and the epilogue's. The package compiles none of it.
+// Phase stamps of each CTA's first tile, for the harnesses' `phases` modes
+// (bench/gemm_vs_cutlass.cu, conv_vs_cutlass.cu, conv_pair_sync.cu, built
+// with -DCUSYNC_SM90_PHASE_TIMES): where a launch's cycles go between entry,
+// the first TMA data, the mainloop's end and the epilogue's; slot 14 holds
+// the first tile's GEMM (1 or 2), not a time. The package compiles none of it.
 #ifdef CUSYNC_SM90_PHASE_TIMES
 constexpr int kPhaseSlots = 16;
 __device__ long long* g_phase_times;  // [gridDim.x][kPhaseSlots], or null
@@ -253,21 +254,50 @@ __device__ __forceinline__ long long global_timer() {
 #endif
 #define CUSYNC_PHASE(slot, cond) CUSYNC_PHASE_AT(slot, cond, clock64())
 
-// Spins until every semaphore the policy names for this A k-block has its
-// count; `ready` skips the ones this tile has already acquired.
+// The part of the producer's output that k range [k_begin, k_end) of a
+// consumer tile reads.
 template <class Cfg>
-__device__ __forceinline__ void wait_for_producer(ChainParams<Cfg> const& p, const TileJob& job,
-                                                  int k_begin, int k_end, cusync::SatisfiedSemaphores& ready) {
-  cusync::Region r;
+__device__ __forceinline__ cusync::Region consumer_region(ChainParams<Cfg> const& p, const TileJob& job,
+                                                          int k_begin, int k_end) {
   if constexpr (Cfg::kConvA) {
     // The consumer conv's k-block reads its pixels' halo in the producer's output.
     const auto& c = p.stage[1].conv;
     const cusync::ConvGeometry geo{c.height, c.width, c.channel_blocks * Cfg::kTileK, 2 * -c.corner + 1,
                                    c.filter_s};
-    r = cusync::conv_dependency(geo, c.images, job.row0, job.row1, k_begin, k_end);
+    return cusync::conv_dependency(geo, c.images, job.row0, job.row1, k_begin, k_end);
   } else {
-    r = cusync::gemm_dependency(job.row0, job.row1, k_begin, k_end);
+    return cusync::gemm_dependency(job.row0, job.row1, k_begin, k_end);
   }
+}
+
+// Experiment (bench/NOTES_sm90.md, stop 21; the package defines it 0): the
+// loader computes each k-block's region and walks its semaphores (about ten
+// integer divisions) even once the tile has acquired every semaphore it
+// will ever need. With it, the loader counts the whole tile's semaphores
+// once, and where they fit the memo's 32-index window (so every one added
+// stays) it stops waiting once the memo holds them all.
+#ifndef CUSYNC_SM90_WAIT_SHORTCUT
+#define CUSYNC_SM90_WAIT_SHORTCUT 0
+#endif
+// The number of semaphores k range [0, k) of the tile waits on, where they
+// span fewer than 32 indices; else -1.
+template <class Cfg>
+__device__ __forceinline__ int tile_semaphores_in_window(ChainParams<Cfg> const& p, const TileJob& job, int k) {
+  int n = 0, lo = 0x7fffffff, hi = -1;
+  p.policy.for_each_wait(p.stage[0].tiling, consumer_region(p, job, 0, k), [&](int sem, int) {
+    ++n;
+    lo = min(lo, sem);
+    hi = max(hi, sem);
+  });
+  return hi - lo < 32 ? n : -1;
+}
+
+// Spins until every semaphore the policy names for this A k-block has its
+// count; `ready` skips the ones this tile has already acquired.
+template <class Cfg>
+__device__ __forceinline__ void wait_for_producer(ChainParams<Cfg> const& p, const TileJob& job,
+                                                  int k_begin, int k_end, cusync::SatisfiedSemaphores& ready) {
+  const cusync::Region r = consumer_region(p, job, k_begin, k_end);
   bool acquired = false;
   p.policy.for_each_wait(p.stage[0].tiling, r, [&](int sem, int count) {
     if (ready.has(sem)) return;
@@ -314,21 +344,50 @@ __device__ __forceinline__ int probe_ready_columns(ChainParams<Cfg> const& p, in
   return __ffs(~ok) - 1;  // trailing ones
 }
 
-// Convolution A: k-block kb of the tile whose first output pixel is row0,
-// through TMA's im2col mode into `stage`. The box's 128 pixels run on from
-// row0 in (w, h, n) order across row and image ends; taps that fall in the
-// padding, and pixels past the last image, are zero-filled.
+// Where convolution A's k-block kb of the tile whose first output pixel is
+// row0 starts: that pixel (n0, h0, w0), and the k-block's filter tap (r, s)
+// and channel block cb.
+struct ConvACursor {
+  int n0, h0, w0, r, s, cb;
+};
 template <class Cfg>
-__device__ __forceinline__ void load_conv_a(const typename Cfg::ConvA& c, int row0, int kb,
-                                            typename Cfg::Element* stage, uint64_t* bar) {
+__device__ __forceinline__ ConvACursor conv_a_cursor(const typename Cfg::ConvA& c, int row0, int kb) {
   const int plane = c.height * c.width;
   const int n0 = row0 / plane, rem = row0 - n0 * plane;
   const int h0 = rem / c.width, w0 = rem - h0 * c.width;
   const int tap = kb / c.channel_blocks, cb = kb - tap * c.channel_blocks;
   const int r = tap / c.filter_s, s = tap - r * c.filter_s;
-  SM90_TMA_LOAD_IM2COL_4D::copy(&c.im2col, bar, stage, cb * Cfg::kTileK, w0 + c.corner, h0 + c.corner, n0,
-                                static_cast<uint16_t>(s), static_cast<uint16_t>(r));
+  return {n0, h0, w0, r, s, cb};
 }
+// The next k-block's cursor: channel blocks within a tap, taps in row order.
+template <class Cfg>
+__device__ __forceinline__ void advance(const typename Cfg::ConvA& c, ConvACursor& k) {
+  if (++k.cb == c.channel_blocks) {
+    k.cb = 0;
+    if (++k.s == c.filter_s) {
+      k.s = 0;
+      ++k.r;
+    }
+  }
+}
+
+// Convolution A: the k-block at `k` through TMA's im2col mode into `stage`.
+// The box's 128 pixels run on from the tile's first in (w, h, n) order across
+// row and image ends; taps that fall in the padding, and pixels past the
+// last image, are zero-filled.
+template <class Cfg>
+__device__ __forceinline__ void load_conv_a(const typename Cfg::ConvA& c, const ConvACursor& k,
+                                            typename Cfg::Element* stage, uint64_t* bar) {
+  SM90_TMA_LOAD_IM2COL_4D::copy(&c.im2col, bar, stage, k.cb * Cfg::kTileK, k.w0 + c.corner, k.h0 + c.corner, k.n0,
+                                static_cast<uint16_t>(k.s), static_cast<uint16_t>(k.r));
+}
+
+// Experiment (bench/NOTES_sm90.md, stop 21; the package defines it 0): the
+// loader finds each k-block's cursor with four integer divisions. With it,
+// it divides once a tile and steps the cursor from k-block to k-block.
+#ifndef CUSYNC_SM90_CONV_A_CURSOR
+#define CUSYNC_SM90_CONV_A_CURSOR 0
+#endif
 
 // The loader: one thread takes schedule positions, publishes each to the MMA
 // warpgroups, and streams the tile's k-blocks into the pipeline.
@@ -444,9 +503,14 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     auto [tMgM, tMsM] = cluster_half();
 
     CUSYNC_PHASE(13, tile_write.count() == 1);
+    CUSYNC_PHASE_AT(14, tile_write.count() == 1, job.stage + 1);  // which GEMM the first tile is of
     const int kb_begin = Cfg::kStreamK ? job.kb0 : 0;
     const int kb_end = Cfg::kStreamK ? job.kb1 : (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     auto ready = cusync::SatisfiedSemaphores::none();
+    // CUSYNC_SM90_WAIT_SHORTCUT: the tile's semaphores, or -1 (wait per k-block).
+    const int tile_semaphores = CUSYNC_SM90_WAIT_SHORTCUT && waits && !p.policy.waits_once_per_tile()
+                                    ? tile_semaphores_in_window(p, job, g.k)
+                                    : -1;
     // TileSync, one producer row: producer columns below ready_col are known
     // complete (and ordered before our TMA reads).
     const cusync::Stage& P = p.stage[0].tiling;
@@ -455,6 +519,21 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
                        p.policy.kind == cusync::PolicyKind::kTileSync &&
                        prow == (job.row1 - 1) / P.tile_rows;
     int ready_col = 0;
+    // Convolution A: the cursor of k-block kb (called for kb_begin, kb_begin + 1, ... in order).
+    [[maybe_unused]] ConvACursor conv_a{};
+    if constexpr (Cfg::kConvA) {
+      if (CUSYNC_SM90_CONV_A_CURSOR) conv_a = conv_a_cursor<Cfg>(g.conv, job.row0, kb_begin);
+    }
+    auto next_conv_a = [&](int kb) {
+      if constexpr (Cfg::kConvA) {
+        if (!CUSYNC_SM90_CONV_A_CURSOR) return conv_a_cursor<Cfg>(g.conv, job.row0, kb);
+        const ConvACursor k = conv_a;
+        advance<Cfg>(g.conv, conv_a);
+        return k;
+      } else {
+        return conv_a;
+      }
+    };
     // B of k-block kb into a stage (its barrier expects A's bytes too).
     auto load_b = [&](int kb, int stage, uint64_t* bar) {
       if constexpr (Cfg::kClusterM > 1) {
@@ -484,7 +563,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       prior_grid_done = true;
       for (int i = 0; i < ahead; ++i, ++write) {
         if constexpr (Cfg::kConvA)
-          load_conv_a<Cfg>(g.conv, job.row0, kb + i, smem.a.data() + write.index() * (Cfg::kTileM * Cfg::kTileK),
+          load_conv_a<Cfg>(g.conv, next_conv_a(kb + i), smem.a.data() + write.index() * (Cfg::kTileM * Cfg::kTileK),
                            pipeline.producer_get_barrier(write));
         else
           copy(g.tma_a.with(*pipeline.producer_get_barrier(write)), tAgA(_, kb + i), tAsA(_, write.index()));
@@ -513,16 +592,17 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
               ready_col = last_col + 1;  // every column up to this k-block is complete
             }
           }
-        } else {
+        } else if (tile_semaphores < 0 || __popc(ready.bits) < tile_semaphores) {
           wait_for_producer(p, job, k0, k1, ready);
         }
       }
       // A: through im2col for a convolution, else the tiled view.
       if constexpr (Cfg::kConvA)
-        load_conv_a<Cfg>(g.conv, job.row0, kb, smem.a.data() + stage * (Cfg::kTileM * Cfg::kTileK), bar);
+        load_conv_a<Cfg>(g.conv, next_conv_a(kb), smem.a.data() + stage * (Cfg::kTileM * Cfg::kTileK), bar);
       else
         copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
       CUSYNC_PHASE(2, write.count() == 0);
+      CUSYNC_PHASE(15, tile_write.count() == 1 && kb + 1 == kb_end);  // the first tile's last A issued
       ++write;
     }
     CUSYNC_PHASE(3, tile_write.count() == 1);
