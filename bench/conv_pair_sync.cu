@@ -169,24 +169,15 @@ int run_block(const Block& b, int rounds, int sms, cudaStream_t stream, bool pha
 }
 
 int main(int argc, char** argv) {
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaStream_t stream;
-  CHECK(cudaStreamCreate(&stream));
-  const bool phases = argc == 5 && std::string(argv[1]) == "phases";
-  const int rounds = argc > 1 && !phases ? std::atoi(argv[1]) : 10;
-  std::vector<Block> blocks;
-  if (argc == 5) {
-    blocks.push_back({std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4])});
-  } else {
-    blocks = {{56, 64, 1}, {28, 128, 1}};
-  }
-  for (const Block& b : blocks)
+  const ConvHarnessArgs a = conv_harness_args(argc, argv);
+  const std::vector<Block> blocks =
+      a.one ? std::vector<Block>{{a.size, a.c, a.images}} : std::vector<Block>{{56, 64, 1}, {28, 128, 1}};
+  for (const Block& b : blocks) {
     if (b.c % 64 != 0) {
-      std::fprintf(stderr, "channels must be a multiple of 64 (the tile's k)\n");
-      return 1;
-    } else if (run_block(b, rounds, sms, stream, phases)) {
+      std::fprintf(stderr, "channels must be a multiple of 64 (the tile's k); got %d\n", b.c);
       return 1;
     }
+    if (run_block(b, a.rounds, a.sms, a.stream, a.phases)) return 1;
+  }
   return 0;
 }

@@ -283,21 +283,16 @@ int run_layer(const Layer& l, int rounds, int sms, cudaStream_t stream, bool pha
 }
 
 int main(int argc, char** argv) {
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaStream_t stream;
-  CHECK(cudaStreamCreate(&stream));
-  const bool phases = argc == 5 && std::string(argv[1]) == "phases";
-  const int rounds = argc > 1 && !phases ? std::atoi(argv[1]) : 10;
+  const ConvHarnessArgs a = conv_harness_args(argc, argv);
   std::vector<Layer> layers;
-  if (argc == 5) {
-    layers.push_back({std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4])});
+  if (a.one) {
+    layers.push_back({a.size, a.c, a.images});
   } else {
     for (int images : {1, 8})
       for (auto [size, c] : {std::array<int, 2>{56, 64}, {28, 128}, {14, 256}, {7, 512}})
         layers.push_back({size, c, images});
   }
   for (const Layer& l : layers)
-    if (run_layer(l, rounds, sms, stream, phases)) return 1;
+    if (run_layer(l, a.rounds, a.sms, a.stream, a.phases)) return 1;
   return 0;
 }

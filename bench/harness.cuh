@@ -239,6 +239,31 @@ void one_input_set(int m, int n, int k, Element** x, Element** w, Element** out)
   fill<<<1024, 256>>>(*w, size_t(k) * n, 91);
 }
 
+// The conv harnesses' command line: [ROUNDS] (their default shapes), ROUNDS
+// H C N (one shape) or `phases H C N`; and the device's SM count and a stream.
+struct ConvHarnessArgs {
+  bool phases = false;
+  int rounds = 10;
+  bool one = false;  // H C N given
+  int size = 0, c = 0, images = 0;
+  int sms = 0;
+  cudaStream_t stream = nullptr;
+};
+inline ConvHarnessArgs conv_harness_args(int argc, char** argv) {
+  ConvHarnessArgs a;
+  CHECK(cudaDeviceGetAttribute(&a.sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK(cudaStreamCreate(&a.stream));
+  a.phases = argc == 5 && std::string(argv[1]) == "phases";
+  if (argc > 1 && !a.phases) a.rounds = std::atoi(argv[1]);
+  if (argc == 5) {
+    a.one = true;
+    a.size = std::atoi(argv[2]);
+    a.c = std::atoi(argv[3]);
+    a.images = std::atoi(argv[4]);
+  }
+  return a;
+}
+
 // One timed variant: what readies a batch of launches, and launch i of it.
 struct Timed {
   std::string name;
