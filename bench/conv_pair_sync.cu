@@ -149,12 +149,7 @@ int run_block(const Block& b, int rounds, int sms, cudaStream_t stream, bool pha
   (void)phases;
 #endif
 
-  for (auto& v : variants) {
-    v.before(stream);
-    v.run(0, stream);
-  }
-  CHECK(cudaStreamSynchronize(stream));
-  const std::vector<float> diff = diffs_from_first(ys, act);
+  const std::vector<float> diff = run_once_and_compare(variants, ys, act, stream);
   const std::vector<float> med = median_us(variants, rounds, kBatch, stream);
   for (size_t v = 0; v < variants.size(); ++v)
     std::printf("%3dx%-3d x%-4d batch %2d  %-22s %8.2f us a pair  maxdiff %.3g\n", b.size, b.size, b.c, b.images,

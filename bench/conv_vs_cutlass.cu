@@ -259,13 +259,7 @@ int run_layer(const Layer& l, int rounds, int sms, cudaStream_t stream, bool pha
   (void)phases;
 #endif
 
-  // Correctness: every output against the first.
-  for (auto& v : variants) {
-    v.before(stream);
-    v.run(0, stream);
-  }
-  CHECK(cudaStreamSynchronize(stream));
-  const std::vector<float> diff = diffs_from_first(outs, size_t(m) * n);
+  const std::vector<float> diff = run_once_and_compare(variants, outs, size_t(m) * n, stream);
   const std::vector<float> med_us = median_us(variants, rounds, kBatch, stream);
   const double flop = 2.0 * m * n * k;
   for (size_t v = 0; v < variants.size(); ++v) {

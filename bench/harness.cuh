@@ -271,6 +271,17 @@ struct Timed {
   std::function<void(int, cudaStream_t)> run;  // launch i of the batch
 };
 
+// Every variant's output against the first's, after one launch each.
+inline std::vector<float> run_once_and_compare(std::vector<Timed>& variants, const std::vector<Element*>& outs,
+                                               size_t n, cudaStream_t stream) {
+  for (auto& v : variants) {
+    v.before(stream);
+    v.run(0, stream);
+  }
+  CHECK(cudaStreamSynchronize(stream));
+  return diffs_from_first(outs, n);
+}
+
 // Median microseconds a launch of each variant: `rounds` alternated rounds
 // (after one to warm up; the first variant rotates) of `batch` back-to-back
 // launches between two events, divided by `batch`: a kernel's cost in a
