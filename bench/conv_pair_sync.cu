@@ -123,7 +123,6 @@ int run_block(const Block& b, int rounds, int sms, cudaStream_t stream, bool pha
     ys.push_back(y);
     PairLaunch& pl = pairs[v];
     if (pl.words) CHECK(cudaFree(pl.words));
-    for (auto& l : pl.launches) l.clear();
     pl = PairLaunch{};
     pl.name = rows[v].first;
     pl.setup(b, rows[v].second, x, w1, h, w2, y, semaphores);
