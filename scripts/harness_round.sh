@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# The harnesses' experiments on a GPU machine, from binaries built beforehand
-# (bench/gemm_vs_cutlass.sh; they run anywhere with an H100/H200 as they are):
-#   build/probe/conv_pair_sync[_X]          the fused conv pair under each policy, and serial
-#   build/probe/conv_pair_sync_phases[_X]   its phase stamps, conv 1's and conv 2's CTAs apart
-#   build/probe/conv_vs_cutlass[_X]         the conv's GEMMs, one kernel at a time
-#   build/probe/conv_vs_cutlass_phases[_X]  phase stamps of ours through im2col and on the matrix
-# _X: the loader experiments of bench/NOTES_sm90.md (stop 21) compiled in:
-#   _shortcut  -DCUSYNC_SM90_WAIT_SHORTCUT=1  (no per-k-block wait once the tile holds every semaphore)
-#   _cursor    -DCUSYNC_SM90_CONV_A_CURSOR=1  (conv A's coordinates stepped, not divided, each k-block)
-#   _both      both
+# The harnesses on a GPU machine, from binaries built beforehand by
+# scripts/build_probes.sh (they run anywhere with an H100/H200 as they are):
+#   build/probe/conv_pair_sync          the fused conv pair under each policy, and serial
+#   build/probe/conv_pair_sync_phases   its phase stamps, conv 1's and conv 2's CTAs apart
+#   build/probe/conv_vs_cutlass         the conv's GEMMs, one kernel at a time
+#   build/probe/conv_vs_cutlass_phases  phase stamps of ours through im2col and on the matrix
+#   build/probe/gemm_vs_cutlass_phases  phase stamps of the MLP's GEMM, with the cycles the
+#                                       loader and the MMA warpgroups waited over the first tile
 # A binary that is missing is reported and skipped. Logs go to OUTDIR.
 #   scripts/harness_round.sh OUTDIR
 set -uo pipefail
@@ -17,32 +15,28 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 P=build/probe
 run() { local log=$1; shift; if [[ -x $1 ]]; then timeout 120 "$@" >> "$OUT/$log" 2>&1; echo "$* -> rc $?"; else echo "missing $1"; fi; }
+summary="^phases|first TMA|first data|mainloop|a k-block|A issue span|epilogue|waited"
 
 echo "== the fused conv pair, each policy (times)"
-for x in "" _shortcut _cursor _both; do
-  echo "-- conv_pair_sync$x" >> "$OUT/pair.log"
-  run pair.log $P/conv_pair_sync$x 10
-done
+run pair.log $P/conv_pair_sync 10
 cat "$OUT/pair.log"
 echo "== the fused conv pair's phases (56x56x64 batch 1)"
-for x in "" _both; do
-  echo "-- conv_pair_sync_phases$x" >> "$OUT/pair_phases.log"
-  run pair_phases.log $P/conv_pair_sync_phases$x phases 56 64 1
-done
-grep -E "^--|^phases|first TMA|first data|mainloop|a k-block|A issue span|epilogue" "$OUT/pair_phases.log"
+run pair_phases.log $P/conv_pair_sync_phases phases 56 64 1
+grep -E "$summary" "$OUT/pair_phases.log"
 
 echo "== the conv's GEMMs (times)"
-for x in "" _cursor; do
-  echo "-- conv_vs_cutlass$x" >> "$OUT/conv.log"
-  run conv.log $P/conv_vs_cutlass$x 10
-done
-grep -E "^--|own_conv|cutlass3_pp" "$OUT/conv.log"
+run conv.log $P/conv_vs_cutlass 10
+grep -E "own_conv|cutlass3_pp" "$OUT/conv.log"
 echo "== phases: one conv"
-for x in "" _cursor; do
-  echo "-- conv_vs_cutlass_phases$x" >> "$OUT/conv_phases.log"
-  for layer in "56 64 1" "7 512 1"; do
-    # shellcheck disable=SC2086
-    run conv_phases.log $P/conv_vs_cutlass_phases$x phases $layer
-  done
+for layer in "56 64 1" "7 512 1"; do
+  # shellcheck disable=SC2086
+  run conv_phases.log $P/conv_vs_cutlass_phases phases $layer
 done
-grep -E "^--|^phases|first data|mainloop|a k-block|A issue span" "$OUT/conv_phases.log"
+grep -E "$summary" "$OUT/conv_phases.log"
+
+echo "== phases: the MLP's GEMM"
+for shape in "4096 6144 12288" "256 12288 6144" "256 8192 2816"; do
+  # shellcheck disable=SC2086
+  run gemm_phases.log $P/gemm_vs_cutlass_phases phases $shape
+done
+grep -E "$summary" "$OUT/gemm_phases.log"

@@ -233,9 +233,12 @@ __device__ __forceinline__ void mma_warpgroups_sync(int threads) {
 // (bench/gemm_vs_cutlass.cu, conv_vs_cutlass.cu, conv_pair_sync.cu, built
 // with -DCUSYNC_SM90_PHASE_TIMES): where a launch's cycles go between entry,
 // the first TMA data, the mainloop's end and the epilogue's; slot 14 holds
-// the first tile's GEMM (1 or 2), not a time. The package compiles none of it.
+// the first tile's GEMM (1 or 2), not a time; slots 16 and 17 hold cycles
+// spent waiting over the first tile (the loader for free stages, the first
+// MMA warpgroup for landed data), which tell a mainloop paced by the loader
+// from one paced by the tensor cores. The package compiles none of it.
 #ifdef CUSYNC_SM90_PHASE_TIMES
-constexpr int kPhaseSlots = 16;
+constexpr int kPhaseSlots = 18;
 __device__ long long* g_phase_times;  // [gridDim.x][kPhaseSlots], or null
 __device__ __forceinline__ long long global_timer() {
   unsigned long long t;
@@ -247,10 +250,18 @@ __device__ __forceinline__ long long global_timer() {
   do {                                                                                     \
     if ((cond) && g_phase_times != nullptr) g_phase_times[blockIdx.x * kPhaseSlots + (slot)] = (now); \
   } while (0)
+// Runs `stmt`, adding the cycles it took to `total` where cond holds.
+#define CUSYNC_PHASE_WAITED(total, cond, stmt)    \
+  do {                                            \
+    const long long t0_ = clock64();              \
+    stmt;                                         \
+    if (cond) (total) += clock64() - t0_;         \
+  } while (0)
 #else
 #define CUSYNC_PHASE_AT(slot, cond, now) \
   do {                                   \
   } while (0)
+#define CUSYNC_PHASE_WAITED(total, cond, stmt) stmt
 #endif
 #define CUSYNC_PHASE(slot, cond) CUSYNC_PHASE_AT(slot, cond, clock64())
 
@@ -270,17 +281,13 @@ __device__ __forceinline__ cusync::Region consumer_region(ChainParams<Cfg> const
   }
 }
 
-// Experiment (bench/NOTES_sm90.md, stop 21; the package defines it 0): the
-// loader computes each k-block's region and walks its semaphores (about ten
-// integer divisions) even once the tile has acquired every semaphore it
-// will ever need. With it, the loader counts the whole tile's semaphores
-// once, and where they fit the memo's 32-index window (so every one added
-// stays) it stops waiting once the memo holds them all.
-#ifndef CUSYNC_SM90_WAIT_SHORTCUT
-#define CUSYNC_SM90_WAIT_SHORTCUT 0
-#endif
-// The number of semaphores k range [0, k) of the tile waits on, where they
-// span fewer than 32 indices; else -1.
+// Where a tile's semaphores fit the memo's 32-index window (so none it adds
+// is evicted), the loader counts them once a tile and stops waiting once the
+// memo holds them all: building each k-block's region and walking its
+// semaphores costs ten or so integer divisions on the loader's one thread,
+// which paced the conv's TileSync mainloop (bench/NOTES_sm90.md, stop 22).
+// This returns the number of semaphores k range [0, k) of the tile waits on,
+// where they span fewer than 32 indices; else -1.
 template <class Cfg>
 __device__ __forceinline__ int tile_semaphores_in_window(ChainParams<Cfg> const& p, const TileJob& job, int k) {
   int n = 0, lo = 0x7fffffff, hi = -1;
@@ -382,13 +389,6 @@ __device__ __forceinline__ void load_conv_a(const typename Cfg::ConvA& c, const 
                                 static_cast<uint16_t>(k.s), static_cast<uint16_t>(k.r));
 }
 
-// Experiment (bench/NOTES_sm90.md, stop 21; the package defines it 0): the
-// loader finds each k-block's cursor with four integer divisions. With it,
-// it divides once a tile and steps the cursor from k-block to k-block.
-#ifndef CUSYNC_SM90_CONV_A_CURSOR
-#define CUSYNC_SM90_CONV_A_CURSOR 0
-#endif
-
 // The loader: one thread takes schedule positions, publishes each to the MMA
 // warpgroups, and streams the tile's k-blocks into the pipeline.
 template <class Cfg>
@@ -422,6 +422,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   const bool stream_k = Cfg::kStreamK && p.stream_k.ctas_per_row > 0;
   [[maybe_unused]] int unit = stream_k ? p.stream_k.cta_begin(blockIdx.x) : 0;
   [[maybe_unused]] const int unit_end = stream_k ? p.stream_k.cta_end(blockIdx.x) : 0;
+  [[maybe_unused]] long long waited_free = 0;  // phase stamps: first tile's cycles in producer_acquire
 
   for (;;) {
     int pos;
@@ -507,8 +508,8 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     const int kb_begin = Cfg::kStreamK ? job.kb0 : 0;
     const int kb_end = Cfg::kStreamK ? job.kb1 : (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     auto ready = cusync::SatisfiedSemaphores::none();
-    // CUSYNC_SM90_WAIT_SHORTCUT: the tile's semaphores, or -1 (wait per k-block).
-    const int tile_semaphores = CUSYNC_SM90_WAIT_SHORTCUT && waits && !p.policy.waits_once_per_tile()
+    // The tile's semaphores, where the memo can hold them all; else -1 (wait every k-block).
+    const int tile_semaphores = waits && !p.policy.waits_once_per_tile()
                                     ? tile_semaphores_in_window(p, job, g.k)
                                     : -1;
     // TileSync, one producer row: producer columns below ready_col are known
@@ -519,20 +520,17 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
                        p.policy.kind == cusync::PolicyKind::kTileSync &&
                        prow == (job.row1 - 1) / P.tile_rows;
     int ready_col = 0;
-    // Convolution A: the cursor of k-block kb (called for kb_begin, kb_begin + 1, ... in order).
+    // Convolution A: the next k-block's cursor, divided out once a tile and
+    // stepped from k-block to k-block. Four divisions a k-block on the
+    // loader's one thread had paced the conv's mainloop (about 940 cycles a
+    // k-block against 630 stepped; bench/NOTES_sm90.md, stop 22).
     [[maybe_unused]] ConvACursor conv_a{};
-    if constexpr (Cfg::kConvA) {
-      if (CUSYNC_SM90_CONV_A_CURSOR) conv_a = conv_a_cursor<Cfg>(g.conv, job.row0, kb_begin);
-    }
-    auto next_conv_a = [&](int kb) {
-      if constexpr (Cfg::kConvA) {
-        if (!CUSYNC_SM90_CONV_A_CURSOR) return conv_a_cursor<Cfg>(g.conv, job.row0, kb);
-        const ConvACursor k = conv_a;
-        advance<Cfg>(g.conv, conv_a);
-        return k;
-      } else {
-        return conv_a;
-      }
+    if constexpr (Cfg::kConvA) conv_a = conv_a_cursor<Cfg>(g.conv, job.row0, kb_begin);
+    // Called once per k-block, for kb_begin, kb_begin + 1, ... in order.
+    auto next_conv_a = [&] {
+      const ConvACursor k = conv_a;
+      if constexpr (Cfg::kConvA) advance<Cfg>(g.conv, conv_a);
+      return k;
     };
     // B of k-block kb into a stage (its barrier expects A's bytes too).
     auto load_b = [&](int kb, int stage, uint64_t* bar) {
@@ -563,7 +561,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       prior_grid_done = true;
       for (int i = 0; i < ahead; ++i, ++write) {
         if constexpr (Cfg::kConvA)
-          load_conv_a<Cfg>(g.conv, next_conv_a(kb + i), smem.a.data() + write.index() * (Cfg::kTileM * Cfg::kTileK),
+          load_conv_a<Cfg>(g.conv, next_conv_a(), smem.a.data() + write.index() * (Cfg::kTileM * Cfg::kTileK),
                            pipeline.producer_get_barrier(write));
         else
           copy(g.tma_a.with(*pipeline.producer_get_barrier(write)), tAgA(_, kb + i), tAsA(_, write.index()));
@@ -571,7 +569,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       kb += ahead;
     }
     for (; kb < kb_end; ++kb) {
-      pipeline.producer_acquire(write);
+      CUSYNC_PHASE_WAITED(waited_free, tile_write.count() == 1, pipeline.producer_acquire(write));
       auto* bar = pipeline.producer_get_barrier(write);
       const int stage = write.index();
       load_b(kb, stage, bar);
@@ -598,7 +596,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       }
       // A: through im2col for a convolution, else the tiled view.
       if constexpr (Cfg::kConvA)
-        load_conv_a<Cfg>(g.conv, next_conv_a(kb), smem.a.data() + stage * (Cfg::kTileM * Cfg::kTileK), bar);
+        load_conv_a<Cfg>(g.conv, next_conv_a(), smem.a.data() + stage * (Cfg::kTileM * Cfg::kTileK), bar);
       else
         copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
       CUSYNC_PHASE(2, write.count() == 0);
@@ -606,6 +604,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       ++write;
     }
     CUSYNC_PHASE(3, tile_write.count() == 1);
+    CUSYNC_PHASE_AT(16, tile_write.count() == 1, waited_free);
   }
   // Every load of this CTA is issued: a kernel launched behind this one with
   // ChainParams::wait_prior_grid may start once every CTA is here (on SMs
@@ -933,6 +932,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
   cutlass::PipelineState<Cfg::kStages> read;
   cutlass::PipelineState<Cfg::kTileSlots> tile_read;
   int seen = 0;  // tiles published to this CTA so far
+  [[maybe_unused]] long long waited_data = 0;  // phase stamps: first tile's cycles in consumer_wait after its first k-block
 
   for (;;) {
     tile_pipeline.consumer_wait(tile_read);
@@ -963,7 +963,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     warpgroup_fence_operand(accum);
     [[maybe_unused]] const bool first_tile = mma_thread == 0 && read.count() == 0;
     for (int kb = 0; kb < k_tiles; ++kb) {
-      pipeline.consumer_wait(read);
+      CUSYNC_PHASE_WAITED(waited_data, first_tile && kb > 0, pipeline.consumer_wait(read));
       CUSYNC_PHASE(4, first_tile && kb == 0);
       warpgroup_arrive();
       CUTE_UNROLL
@@ -990,6 +990,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     warpgroup_fence_operand(accum);
     if (k_tiles == 0) clear(accum);
     CUSYNC_PHASE(5, first_tile);
+    CUSYNC_PHASE_AT(17, first_tile, waited_data);
 
     // Stream-K: a tile cut between CTAs is stored by its last segment only;
     // a padded line's tile (clusters) neither counts nor stores.

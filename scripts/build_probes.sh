@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds every harness binary that scripts/harness_round.sh runs, in parallel
+# (one nvcc per binary; on a 16-core GPU machine the set takes about as long as
+# its slowest member). build/ is not committed, so a fresh checkout rebuilds.
+#   [CUTLASS_INCLUDE=...] [JOBS=N] scripts/build_probes.sh [LOGDIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOG=${1:-build/probe}
+JOBS=${JOBS:-$(nproc)}
+mkdir -p "$LOG" build/probe
+git rev-parse --short HEAD > build/probe/BUILT_AT 2>/dev/null || echo "not a git checkout" > build/probe/BUILT_AT
+# harness  suffix  nvcc flags
+cat > build/probe/variants <<'EOF'
+conv_pair_sync _
+conv_pair_sync _phases -DCUSYNC_SM90_PHASE_TIMES
+conv_vs_cutlass _
+conv_vs_cutlass _phases -DCUSYNC_SM90_PHASE_TIMES
+gemm_vs_cutlass _
+gemm_vs_cutlass _phases -DCUSYNC_SM90_PHASE_TIMES
+EOF
+build_one() {
+  local harness=$1 suffix=$2; shift 2
+  [[ $suffix == _ ]] && suffix=
+  if HARNESS=$harness PROBE_SUFFIX=$suffix bench/gemm_vs_cutlass.sh "$@" > "$LOG/build-$harness$suffix.log" 2>&1; then
+    echo "built $harness$suffix"
+  else
+    echo "FAILED $harness$suffix (see $LOG/build-$harness$suffix.log)"
+  fi
+}
+export -f build_one
+export LOG
+xargs -P "$JOBS" -L 1 bash -c 'build_one "$@"' _ < build/probe/variants
