@@ -174,6 +174,21 @@ NB_MODULE(_cusync_cpu, m) {
       "The (semaphore, count) waits of a consumer step reading a producer region.");
 
   m.def(
+      "policy_wait_span",
+      [](int policy, int under_wait, int rows, int cols, int slices, int tile_rows, int tile_cols,
+         int row_begin, int row_end, int col_begin, int col_end) {
+        const cusync::Stage st = make_stage(rows, cols, slices, tile_rows, tile_cols, 0);
+        const cusync::Policy p{static_cast<cusync::PolicyKind>(policy), under_wait};
+        const auto s = p.wait_span(st, cusync::Region{row_begin, row_end, col_begin, col_end});
+        return std::make_tuple(s.count, s.lo, s.hi);
+      },
+      nb::arg("policy"), nb::arg("under_wait"), nb::arg("rows"), nb::arg("cols"), nb::arg("slices"),
+      nb::arg("tile_rows"), nb::arg("tile_cols"), nb::arg("row_begin"), nb::arg("row_end"),
+      nb::arg("col_begin"), nb::arg("col_end"),
+      "(count, lowest, highest) of the semaphores policy_waits names for the region, computed without "
+      "walking them (count 0, highest -1: none).");
+
+  m.def(
       "semaphores_to_acquire",
       [](const std::vector<int>& named) {
         auto ready = cusync::SatisfiedSemaphores::none();

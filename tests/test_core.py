@@ -125,6 +125,33 @@ def test_conv_dependency_includes_the_halo_within_an_image():
     assert core.conv_dependency(7, 7, 16, 1, 1, 2, 10, 20, 0, 16)[:2] == (10, 20)
 
 
+def test_wait_span_counts_and_bounds_the_waits_without_walking_them():
+    # The Hopper loader stops waiting once a tile's memo holds every
+    # semaphore the span counts, so the count must never fall short of the
+    # semaphores the walk names, and the bounds must hold them all.
+    rng = random.Random(11)
+    for _ in range(400):
+        policy = rng.choice((TILE, ROW, STRIDED_SYNC, CONV))
+        slices = rng.choice((1, 2, 3))
+        tile_rows, tile_cols = rng.choice((8, 16, 128)), rng.choice((8, 12, 64))
+        rows = rng.randrange(1, 6 * tile_rows)
+        cols = slices * tile_cols * rng.randrange(1, 6)
+        stage = (rows, cols, slices, tile_rows, tile_cols)
+        r0 = rng.randrange(0, rows)
+        r1 = rng.randrange(r0, rows + 1)
+        c0 = rng.randrange(0, cols // slices)
+        c1 = rng.randrange(c0, cols // slices + 1)
+        under = rng.choice((0, 0, 0, 1))
+        waits = core.policy_waits(policy, under, *stage, r0, r1, c0, c1)
+        count, lo, hi = core.policy_wait_span(policy, under, *stage, r0, r1, c0, c1)
+        if not waits:
+            assert (count, hi) == (0, -1), (policy, stage, r0, r1, c0, c1)
+            continue
+        sems = [s for s, _ in waits]
+        assert count == len(sems) == len(set(sems)), (policy, stage, r0, r1, c0, c1)
+        assert (lo, hi) == (min(sems), max(sems)), (policy, stage, r0, r1, c0, c1)
+
+
 def test_a_tile_acquires_each_semaphore_once():
     assert core.semaphores_to_acquire([7, 8, 9] * 9) == [True] * 3 + [False] * 24
     # A window of 32 indices follows the latest: 0 falls out when 40 comes in.

@@ -281,24 +281,6 @@ __device__ __forceinline__ cusync::Region consumer_region(ChainParams<Cfg> const
   }
 }
 
-// Where a tile's semaphores fit the memo's 32-index window (so none it adds
-// is evicted), the loader counts them once a tile and stops waiting once the
-// memo holds them all: building each k-block's region and walking its
-// semaphores costs ten or so integer divisions on the loader's one thread,
-// which paced the conv's TileSync mainloop (bench/NOTES_sm90.md, stop 22).
-// This returns the number of semaphores k range [0, k) of the tile waits on,
-// where they span fewer than 32 indices; else -1.
-template <class Cfg>
-__device__ __forceinline__ int tile_semaphores_in_window(ChainParams<Cfg> const& p, const TileJob& job, int k) {
-  int n = 0, lo = 0x7fffffff, hi = -1;
-  p.policy.for_each_wait(p.stage[0].tiling, consumer_region(p, job, 0, k), [&](int sem, int) {
-    ++n;
-    lo = min(lo, sem);
-    hi = max(hi, sem);
-  });
-  return hi - lo < 32 ? n : -1;
-}
-
 // Spins until every semaphore the policy names for this A k-block has its
 // count; `ready` skips the ones this tile has already acquired.
 template <class Cfg>
@@ -508,10 +490,6 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     const int kb_begin = Cfg::kStreamK ? job.kb0 : 0;
     const int kb_end = Cfg::kStreamK ? job.kb1 : (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     auto ready = cusync::SatisfiedSemaphores::none();
-    // The tile's semaphores, where the memo can hold them all; else -1 (wait every k-block).
-    const int tile_semaphores = waits && !p.policy.waits_once_per_tile()
-                                    ? tile_semaphores_in_window(p, job, g.k)
-                                    : -1;
     // TileSync, one producer row: producer columns below ready_col are known
     // complete (and ordered before our TMA reads).
     const cusync::Stage& P = p.stage[0].tiling;
@@ -519,6 +497,17 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     const bool probe = CUSYNC_SM90_TILESYNC_PROBE && !Cfg::kConvA && waits &&
                        p.policy.kind == cusync::PolicyKind::kTileSync &&
                        prow == (job.row1 - 1) / P.tile_rows;
+    // Elsewhere, where the tile's semaphores fit the memo's 32-index window
+    // (so none it adds is evicted), the loader stops waiting once the memo
+    // holds them all. Building each k-block's region and walking its
+    // semaphores costs ten or so integer divisions on the loader's one
+    // thread, which paced the conv's TileSync mainloop (bench/NOTES_sm90.md,
+    // stop 22). -1: wait every k-block.
+    int tile_semaphores = -1;
+    if (waits && !probe && !p.policy.waits_once_per_tile()) {
+      const auto span = p.policy.wait_span(P, consumer_region(p, job, 0, g.k));
+      if (span.hi - span.lo < 32) tile_semaphores = span.count;
+    }
     int ready_col = 0;
     // Convolution A: the next k-block's cursor, divided out once a tile and
     // stepped from k-block to k-block. Four divisions a k-block on the

@@ -77,6 +77,28 @@ struct Policy {
   // kernel waits before its first k-block only.
   CUSYNC_HD bool waits_once_per_tile() const { return kind == PolicyKind::kRowSync; }
 
+  // How many semaphores for_each_wait names for `r`, and the lowest and
+  // highest of them (count 0: none), without walking them: a kernel's loader
+  // asks once a tile, on its one thread, where the walk would cost a cycle
+  // budget the mainloop needs.
+  struct WaitSpan {
+    int count, lo, hi;
+  };
+  CUSYNC_HD WaitSpan wait_span(const Stage& p, Region r) const {
+    if (r.row_end <= r.row_begin || r.col_end <= r.col_begin) return {0, 0, -1};
+    if (posts_per_semaphore(p) - under_wait <= 0) return {0, 0, -1};
+    const int row0 = r.row_begin / p.tile_rows, row1 = (r.row_end - 1) / p.tile_rows;
+    const int t0 = r.col_begin / p.tile_cols, t1 = (r.col_end - 1) / p.tile_cols;
+    const int rows = row1 - row0 + 1, cols = t1 - t0 + 1, per_slice = p.tiles_per_slice();
+    switch (kind) {
+      case PolicyKind::kRowSync: return {rows, row0, row1};
+      case PolicyKind::kStridedSync: return {rows * cols, row0 * per_slice + t0, row1 * per_slice + t1};
+      default:
+        return {rows * p.slices * cols, row0 * p.grid_cols() + t0,
+                row1 * p.grid_cols() + (p.slices - 1) * per_slice + t1};
+    }
+  }
+
   // Calls f(semaphore, count) for every semaphore a consumer step that reads
   // `r` of the producer's output must wait on.
   template <class F>
