@@ -7,6 +7,8 @@
 #   build/probe/conv_vs_cutlass_phases  phase stamps of ours through im2col and on the matrix
 #   build/probe/gemm_vs_cutlass_phases  phase stamps of the MLP's GEMM, with the cycles the
 #                                       loader and the MMA warpgroups waited over the first tile
+# and each of them again with suffix _split: the loader experiment of bench/NOTES_sm90.md (stop 22),
+# -DCUSYNC_SM90_SPLIT_LOADER=1 (A and B issued by two threads in two warps).
 # A binary that is missing is reported and skipped. Logs go to OUTDIR.
 #   scripts/harness_round.sh OUTDIR
 set -uo pipefail
@@ -17,26 +19,35 @@ P=build/probe
 run() { local log=$1; shift; if [[ -x $1 ]]; then timeout 120 "$@" >> "$OUT/$log" 2>&1; echo "$* -> rc $?"; else echo "missing $1"; fi; }
 summary="^phases|first TMA|first data|mainloop|a k-block|A issue span|epilogue|waited"
 
-echo "== the fused conv pair, each policy (times)"
-run pair.log $P/conv_pair_sync 10
+for x in "" _split; do
+  tag() { echo "-- $1$x" >> "$OUT/$2"; }
+  echo "== the fused conv pair, each policy (times)$x"
+  tag conv_pair_sync pair.log
+  run pair.log $P/conv_pair_sync$x 10
+  echo "== the fused conv pair's phases (56x56x64 batch 1)$x"
+  tag conv_pair_sync_phases pair_phases.log
+  run pair_phases.log $P/conv_pair_sync_phases$x phases 56 64 1
+  echo "== the conv's GEMMs (times)$x"
+  tag conv_vs_cutlass conv.log
+  run conv.log $P/conv_vs_cutlass$x 10
+  echo "== phases: one conv$x"
+  tag conv_vs_cutlass_phases conv_phases.log
+  for layer in "56 64 1" "7 512 1"; do
+    # shellcheck disable=SC2086
+    run conv_phases.log $P/conv_vs_cutlass_phases$x phases $layer
+  done
+  echo "== phases: the MLP's GEMM$x"
+  tag gemm_vs_cutlass_phases gemm_phases.log
+  for shape in "4096 6144 12288" "256 12288 6144" "256 8192 2816"; do
+    # shellcheck disable=SC2086
+    run gemm_phases.log $P/gemm_vs_cutlass_phases$x phases $shape
+  done
+  echo "== the GEMM against CUTLASS (times)$x"
+  tag gemm_vs_cutlass gemm.log
+  run gemm.log $P/gemm_vs_cutlass$x 3 4096 6144 12288
+done
 cat "$OUT/pair.log"
-echo "== the fused conv pair's phases (56x56x64 batch 1)"
-run pair_phases.log $P/conv_pair_sync_phases phases 56 64 1
-grep -E "$summary" "$OUT/pair_phases.log"
-
-echo "== the conv's GEMMs (times)"
-run conv.log $P/conv_vs_cutlass 10
-grep -E "own_conv|cutlass3_pp" "$OUT/conv.log"
-echo "== phases: one conv"
-for layer in "56 64 1" "7 512 1"; do
-  # shellcheck disable=SC2086
-  run conv_phases.log $P/conv_vs_cutlass_phases phases $layer
-done
-grep -E "$summary" "$OUT/conv_phases.log"
-
-echo "== phases: the MLP's GEMM"
-for shape in "4096 6144 12288" "256 12288 6144" "256 8192 2816"; do
-  # shellcheck disable=SC2086
-  run gemm_phases.log $P/gemm_vs_cutlass_phases phases $shape
-done
-grep -E "$summary" "$OUT/gemm_phases.log"
+grep -E "^--|$summary" "$OUT/pair_phases.log"
+grep -E "^--|own_conv|cutlass3_pp" "$OUT/conv.log"
+grep -E "^--|$summary" "$OUT/conv_phases.log" "$OUT/gemm_phases.log"
+grep -E "^--|own|cutlass" "$OUT/gemm.log"

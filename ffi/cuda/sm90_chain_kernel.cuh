@@ -236,9 +236,10 @@ __device__ __forceinline__ void mma_warpgroups_sync(int threads) {
 // the first tile's GEMM (1 or 2), not a time; slots 16 and 17 hold cycles
 // spent waiting over the first tile (the loader for free stages, the first
 // MMA warpgroup for landed data), which tell a mainloop paced by the loader
-// from one paced by the tensor cores. The package compiles none of it.
+// from one paced by the tensor cores; slot 18 the A thread's waits for free
+// stages where the loader is split (CUSYNC_SM90_SPLIT_LOADER). The package compiles none of it.
 #ifdef CUSYNC_SM90_PHASE_TIMES
-constexpr int kPhaseSlots = 18;
+constexpr int kPhaseSlots = 19;
 __device__ long long* g_phase_times;  // [gridDim.x][kPhaseSlots], or null
 __device__ __forceinline__ long long global_timer() {
   unsigned long long t;
@@ -371,21 +372,38 @@ __device__ __forceinline__ void load_conv_a(const typename Cfg::ConvA& c, const 
                                 static_cast<uint16_t>(k.s), static_cast<uint16_t>(k.r));
 }
 
-// The loader: one thread takes schedule positions, publishes each to the MMA
-// warpgroups, and streams the tile's k-blocks into the pipeline.
+// Experiment (bench/NOTES_sm90.md, stop 22; the package defines it 0): the
+// loader's one thread is on the critical path of every k-block (its ~65
+// instructions a k-block pace the mainloop). With it, two threads in two
+// warps share the path: one takes the schedule and loads B (and arms each
+// stage's barrier with the stage's bytes), the other follows the published
+// positions, waits on the producer and loads A. Clusters keep one thread.
+#ifndef CUSYNC_SM90_SPLIT_LOADER
+#define CUSYNC_SM90_SPLIT_LOADER 0
+#endif
 template <class Cfg>
+constexpr bool kSplitLoader = CUSYNC_SM90_SPLIT_LOADER && Cfg::kClusterM == 1;
+enum class LoaderRole { kBoth, kB, kA };
+
+// The loader: one thread takes schedule positions, publishes each to the MMA
+// warpgroups, and streams the tile's k-blocks into the pipeline (kBoth); or
+// the B half of that, with the positions (kB), and the A half (kA).
+template <class Cfg, LoaderRole kRole = LoaderRole::kBoth>
 __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
                           typename Cfg::LoadPipeline& pipeline,
                           typename Cfg::TilePipeline& tile_pipeline) {
   using Element = typename Cfg::Element;
+  constexpr bool kLoadsA = kRole != LoaderRole::kB, kLoadsB = kRole != LoaderRole::kA;
   auto write = cutlass::make_producer_start_state<typename Cfg::LoadPipeline>();
   auto tile_write = cutlass::make_producer_start_state<typename Cfg::TilePipeline>();
-  if (p.started != nullptr) atomicExch(p.started, 1);
+  [[maybe_unused]] cutlass::PipelineState<Cfg::kTileSlots> tile_read;  // kA: the published positions
+  int tiles_taken = 0;
+  if (kLoadsB && p.started != nullptr) atomicExch(p.started, 1);
   // wait_prior_grid: this launch may run before the previous kernel in its
   // stream has finished (programmatic dependent launch); A may be that
   // kernel's output, so the first A load waits for its completion. B, the
   // counter and the semaphores are not written by it.
-  bool prior_grid_done = !p.wait_prior_grid;
+  bool prior_grid_done = !kLoadsA || !p.wait_prior_grid;
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});
   Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});
@@ -408,7 +426,12 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
 
   for (;;) {
     int pos;
-    if (Cfg::kStreamK && stream_k) {
+    if constexpr (kRole == LoaderRole::kA) {
+      tile_pipeline.consumer_wait(tile_read);
+      pos = smem.tile_slot[tile_read.index()];
+      tile_pipeline.consumer_release(tile_read);
+      ++tile_read;
+    } else if (Cfg::kStreamK && stream_k) {
       pos = unit < unit_end ? unit : kStreamKDone;
     } else if constexpr (Cfg::kClusterM == 1) {
       pos = p.begin + atomicAdd(p.counter, 1);
@@ -429,11 +452,14 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
         mail_phase ^= 1;
       }
     }
-    CUSYNC_PHASE(1, tile_write.count() == 0);
-    tile_pipeline.producer_acquire(tile_write);
-    smem.tile_slot[tile_write.index()] = pos;
-    tile_pipeline.producer_commit(tile_write);
-    ++tile_write;
+    if constexpr (kLoadsB) {
+      CUSYNC_PHASE(1, tiles_taken == 0);
+      tile_pipeline.producer_acquire(tile_write);
+      smem.tile_slot[tile_write.index()] = pos;
+      tile_pipeline.producer_commit(tile_write);
+      ++tile_write;
+    }
+    ++tiles_taken;
     if (pos >= p.end) break;
 
     const TileJob job = resolve(p, pos);
@@ -442,7 +468,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     // Clusters: an empty peer tile (past the last row tile) loads the
     // leader's A rows, unsynchronized: its results are never stored.
     const bool active = Cfg::kClusterM == 1 || job.row0 < job.row1;
-    const bool waits = job.stage == 1 && p.consumer_waits && active;
+    const bool waits = kLoadsA && job.stage == 1 && p.consumer_waits && active;
     const bool gated = Cfg::kSwiglu && job.stage == 0;
     const int a_row0 = active ? job.row0 : job.row0 - Cfg::kTileM;
 
@@ -485,8 +511,10 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     };
     auto [tMgM, tMsM] = cluster_half();
 
-    CUSYNC_PHASE(13, tile_write.count() == 1);
-    CUSYNC_PHASE_AT(14, tile_write.count() == 1, job.stage + 1);  // which GEMM the first tile is of
+    if constexpr (kLoadsB) {
+      CUSYNC_PHASE(13, tiles_taken == 1);
+      CUSYNC_PHASE_AT(14, tiles_taken == 1, job.stage + 1);  // which GEMM the first tile is of
+    }
     const int kb_begin = Cfg::kStreamK ? job.kb0 : 0;
     const int kb_end = Cfg::kStreamK ? job.kb1 : (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     auto ready = cusync::SatisfiedSemaphores::none();
@@ -514,7 +542,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     // loader's one thread had paced the conv's mainloop (about 940 cycles a
     // k-block against 630 stepped; bench/NOTES_sm90.md, stop 22).
     [[maybe_unused]] ConvACursor conv_a{};
-    if constexpr (Cfg::kConvA) conv_a = conv_a_cursor<Cfg>(g.conv, job.row0, kb_begin);
+    if constexpr (Cfg::kConvA && kLoadsA) conv_a = conv_a_cursor<Cfg>(g.conv, job.row0, kb_begin);
     // Called once per k-block, for kb_begin, kb_begin + 1, ... in order.
     auto next_conv_a = [&] {
       const ConvACursor k = conv_a;
@@ -536,7 +564,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       }
     };
     int kb = kb_begin;
-    if (!prior_grid_done) {
+    if (kRole == LoaderRole::kBoth && !prior_grid_done) {
       // B of the first stages while the previous kernel finishes (B is not
       // its output), then A once it has completed.
       const int ahead = min(kb_end - kb_begin, Cfg::kStages);
@@ -558,10 +586,17 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       kb += ahead;
     }
     for (; kb < kb_end; ++kb) {
-      CUSYNC_PHASE_WAITED(waited_free, tile_write.count() == 1, pipeline.producer_acquire(write));
+      CUSYNC_PHASE_WAITED(waited_free, tiles_taken == 1, pipeline.producer_acquire(write));
       auto* bar = pipeline.producer_get_barrier(write);
       const int stage = write.index();
-      load_b(kb, stage, bar);
+      if constexpr (kLoadsB) load_b(kb, stage, bar);
+      if constexpr (kRole == LoaderRole::kA) {
+        if (!prior_grid_done) {
+          asm volatile("griddepcontrol.wait;" ::: "memory");
+          fence_async_proxy_global();  // the previous kernel's stores, before our TMA reads
+          prior_grid_done = true;
+        }
+      }
       if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
         const int k0 = kb * Cfg::kTileK;
         const int k1 = p.policy.waits_once_per_tile() ? g.k : min(g.k, k0 + Cfg::kTileK);
@@ -584,16 +619,19 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
         }
       }
       // A: through im2col for a convolution, else the tiled view.
-      if constexpr (Cfg::kConvA)
-        load_conv_a<Cfg>(g.conv, next_conv_a(), smem.a.data() + stage * (Cfg::kTileM * Cfg::kTileK), bar);
-      else
-        copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
-      CUSYNC_PHASE(2, write.count() == 0);
-      CUSYNC_PHASE(15, tile_write.count() == 1 && kb + 1 == kb_end);  // the first tile's last A issued
+      if constexpr (kLoadsA) {
+        if constexpr (Cfg::kConvA)
+          load_conv_a<Cfg>(g.conv, next_conv_a(), smem.a.data() + stage * (Cfg::kTileM * Cfg::kTileK), bar);
+        else
+          copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
+        CUSYNC_PHASE(2, write.count() == 0);
+        CUSYNC_PHASE(15, tiles_taken == 1 && kb + 1 == kb_end);  // the first tile's last A issued
+      }
       ++write;
     }
-    CUSYNC_PHASE(3, tile_write.count() == 1);
-    CUSYNC_PHASE_AT(16, tile_write.count() == 1, waited_free);
+    if constexpr (kLoadsB) CUSYNC_PHASE(3, tiles_taken == 1);
+    // The loader's waits for free stages; the A thread's apart where split.
+    CUSYNC_PHASE_AT(kRole == LoaderRole::kA ? 18 : 16, tiles_taken == 1, waited_free);
   }
   // Every load of this CTA is issued: a kernel launched behind this one with
   // ChainParams::wait_prior_grid may start once every CTA is here (on SMs
@@ -1038,10 +1076,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   using TilePipeline = typename Cfg::TilePipeline;
   typename TilePipeline::Params tp;
-  tp.role = warp_group == 0 ? TilePipeline::ThreadCategory::Producer
-                            : TilePipeline::ThreadCategory::Consumer;
+  tp.role = warp_group != 0 ? TilePipeline::ThreadCategory::Consumer
+            : kSplitLoader<Cfg> && threadIdx.x == 32 ? TilePipeline::ThreadCategory::ProducerConsumer
+                                                      : TilePipeline::ThreadCategory::Producer;
   tp.producer_arv_count = 1;
-  tp.consumer_arv_count = Cfg::kMmaThreads;
+  // Split loader: the A thread reads every published position too.
+  tp.consumer_arv_count = Cfg::kMmaThreads + (kSplitLoader<Cfg> ? 1 : 0);
   tp.dst_blockid = 0;
   // Clusters: the MMA warpgroups free tile slots of their own CTA (the
   // pipeline arrives on the empty barrier of CTA dst_blockid).
@@ -1074,7 +1114,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // spilled; 224 leave the 128 accumulators room.
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<56>();
-    if (threadIdx.x == 0) load_loop(p, smem, pipeline, tile_pipeline);
+    if constexpr (kSplitLoader<Cfg>) {
+      if (threadIdx.x == 0) load_loop<Cfg, LoaderRole::kB>(p, smem, pipeline, tile_pipeline);
+      else if (threadIdx.x == 32) load_loop<Cfg, LoaderRole::kA>(p, smem, pipeline, tile_pipeline);
+    } else if (threadIdx.x == 0) {
+      load_loop(p, smem, pipeline, tile_pipeline);
+    }
   } else {
     cutlass::arch::warpgroup_reg_alloc<224>();
     mma_loop(p, smem, pipeline, tile_pipeline, math_order, threadIdx.x - Cfg::kLoadThreads);
