@@ -237,7 +237,8 @@ __device__ __forceinline__ void mma_warpgroups_sync(int threads) {
 // spent waiting over the first tile (the loader for free stages, the first
 // MMA warpgroup for landed data), which tell a mainloop paced by the loader
 // from one paced by the tensor cores; slot 18 the A thread's waits for free
-// stages where the loader is split (CUSYNC_SM90_SPLIT_LOADER). The package compiles none of it.
+// stages where the loader is split (CUSYNC_SM90_SPLIT_LOADER). The package
+// compiles none of it.
 #ifdef CUSYNC_SM90_PHASE_TIMES
 constexpr int kPhaseSlots = 19;
 __device__ long long* g_phase_times;  // [gridDim.x][kPhaseSlots], or null
