@@ -205,6 +205,7 @@ int main(int argc, char** argv) {
     phases_of("own128_column", own_column, m, n, k, sms, kColumn, stream, x, w, out);
     phases_of("own128coop_column", own128coop_column, m, n, k, sms, kColumn, stream, x, w, out);
     phases_of("own192_column", own192_column, m, n, k, sms, kColumn, stream, x, w, out);
+    phases_of("own96_column", own96_column, m, n, k, sms, kColumn, stream, x, w, out);
     return 0;
   }
 #endif

@@ -38,13 +38,16 @@ for x in "" _split; do
   done
   echo "== phases: the MLP's GEMM$x"
   tag gemm_vs_cutlass_phases gemm_phases.log
-  for shape in "4096 6144 12288" "256 12288 6144" "256 8192 2816"; do
+  for shape in "4096 6144 12288" "256 6144 12288" "256 12288 6144" "256 8192 2816"; do
     # shellcheck disable=SC2086
     run gemm_phases.log $P/gemm_vs_cutlass_phases$x phases $shape
   done
   echo "== the GEMM against CUTLASS (times)$x"
   tag gemm_vs_cutlass gemm.log
-  run gemm.log $P/gemm_vs_cutlass$x 3 4096 6144 12288
+  for shape in "4096 6144 12288" "256 6144 12288"; do
+    # shellcheck disable=SC2086
+    run gemm.log $P/gemm_vs_cutlass$x 3 $shape
+  done
 done
 cat "$OUT/pair.log"
 grep -E "^--|$summary" "$OUT/pair_phases.log"
