@@ -23,6 +23,10 @@ conv_vs_cutlass _split -DCUSYNC_SM90_SPLIT_LOADER=1
 conv_vs_cutlass _phases_split -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1
 gemm_vs_cutlass _split -DCUSYNC_SM90_SPLIT_LOADER=1
 gemm_vs_cutlass _phases_split -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1
+gemm_vs_cutlass _b3d -DCUSYNC_SM90_B3D=1
+gemm_vs_cutlass _phases_b3d -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_B3D=1
+gemm_vs_cutlass _split_b3d -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_B3D=1
+gemm_vs_cutlass _phases_split_b3d -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_B3D=1
 EOF
 build_one() {
   local harness=$1 suffix=$2; shift 2

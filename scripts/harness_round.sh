@@ -8,7 +8,8 @@
 #   build/probe/gemm_vs_cutlass_phases  phase stamps of the MLP's GEMM, with the cycles the
 #                                       loader and the MMA warpgroups waited over the first tile
 # and each of them again with suffix _split: the loader experiment of bench/NOTES_sm90.md (stop 22),
-# -DCUSYNC_SM90_SPLIT_LOADER=1 (A and B issued by two threads in two warps).
+# -DCUSYNC_SM90_SPLIT_LOADER=1 (A and B issued by two threads in two warps); the GEMM's also with
+# _b3d (-DCUSYNC_SM90_B3D=1: a B stage in one TMA box) and _split_b3d (both).
 # A binary that is missing is reported and skipped. Logs go to OUTDIR.
 #   scripts/harness_round.sh OUTDIR
 set -uo pipefail
@@ -44,6 +45,18 @@ for x in "" _split; do
   done
   echo "== the GEMM against CUTLASS (times)$x"
   tag gemm_vs_cutlass gemm.log
+  for shape in "4096 6144 12288" "256 6144 12288"; do
+    # shellcheck disable=SC2086
+    run gemm.log $P/gemm_vs_cutlass$x 3 $shape
+  done
+done
+for x in _b3d _split_b3d; do
+  echo "-- gemm_vs_cutlass_phases$x" >> "$OUT/gemm_phases.log"
+  for shape in "4096 6144 12288" "256 6144 12288" "256 12288 6144" "256 8192 2816"; do
+    # shellcheck disable=SC2086
+    run gemm_phases.log $P/gemm_vs_cutlass_phases$x phases $shape
+  done
+  echo "-- gemm_vs_cutlass$x" >> "$OUT/gemm.log"
   for shape in "4096 6144 12288" "256 6144 12288"; do
     # shellcheck disable=SC2086
     run gemm.log $P/gemm_vs_cutlass$x 3 $shape

@@ -64,9 +64,21 @@
 
 namespace cusync_sm90 {
 
+// Cfg::kB3d: B's stage as one TMA box (b3d_desc), where b3d_on. An empty
+// base otherwise, so the stage's layout is the same with the experiment off
+// (an empty member would still take a byte; the kernel parameter's layout
+// must match the host's exactly).
+template <class Cfg, bool = Cfg::kB3d>
+struct B3dView {};
+template <class Cfg>
+struct B3dView<Cfg, true> {
+  cute::TmaDescriptor b3d_desc;
+  bool b3d_on;
+};
+
 // One GEMM of the chain: out[rows, n] = epilogue(A @ B).
 template <class Cfg>
-struct GemmStage {
+struct GemmStage : B3dView<Cfg> {
   typename Cfg::TmaA tma_a;         // A [rows, k]
   typename Cfg::TmaB tma_b;         // B viewed as [n_all, k]
   typename Cfg::TmaBHalf tma_gate;  // SwiGLU producer: w1's gate columns [n_all, k]; clusters: B (multicast)
@@ -373,6 +385,13 @@ __device__ __forceinline__ void load_conv_a(const typename Cfg::ConvA& c, const 
                                 static_cast<uint16_t>(k.s), static_cast<uint16_t>(k.r));
 }
 
+// Whether B's stages load as one box (Cfg::kB3d and a view that allows it).
+template <class Cfg>
+__device__ __forceinline__ bool b3d_on(const GemmStage<Cfg>& g) {
+  if constexpr (Cfg::kB3d) return g.b3d_on;
+  else return false;
+}
+
 // Experiment (bench/NOTES_sm90.md, stop 22; the package defines it 0): the
 // loader's one thread is on the critical path of every k-block (its ~65
 // instructions a k-block pace the mainloop). With it, two threads in two
@@ -560,6 +579,11 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       } else if (gated) {
         copy(g.tma_gate.with(*bar), tGgG(_, kb), tGsG(_, stage));
         copy(g.tma_up.with(*bar), tUgU(_, kb), tUsU(_, stage));
+      } else if (b3d_on(g)) {
+        if constexpr (Cfg::kB3d)
+          SM90_TMA_LOAD_3D::copy(&g.b3d_desc, bar, uint64_t(TMA::CacheHintSm90::EVICT_NORMAL),
+                                 smem.b.data() + stage * (Cfg::kTileN * Cfg::kTileK), 0, kb * Cfg::kTileK,
+                                 job.col0 / 64);
       } else {
         copy(g.tma_b.with(*bar), tBgB(_, kb), tBsB(_, stage));
       }
