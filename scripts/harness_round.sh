@@ -20,37 +20,9 @@ P=build/probe
 run() { local log=$1; shift; if [[ -x $1 ]]; then timeout 120 "$@" >> "$OUT/$log" 2>&1; echo "$* -> rc $?"; else echo "missing $1"; fi; }
 summary="^phases|first TMA|first data|mainloop|a k-block|A issue span|epilogue|waited"
 
-for x in "" _split; do
-  tag() { echo "-- $1$x" >> "$OUT/$2"; }
-  echo "== the fused conv pair, each policy (times)$x"
-  tag conv_pair_sync pair.log
-  run pair.log $P/conv_pair_sync$x 10
-  echo "== the fused conv pair's phases (56x56x64 batch 1)$x"
-  tag conv_pair_sync_phases pair_phases.log
-  run pair_phases.log $P/conv_pair_sync_phases$x phases 56 64 1
-  echo "== the conv's GEMMs (times)$x"
-  tag conv_vs_cutlass conv.log
-  run conv.log $P/conv_vs_cutlass$x 10
-  echo "== phases: one conv$x"
-  tag conv_vs_cutlass_phases conv_phases.log
-  for layer in "56 64 1" "7 512 1"; do
-    # shellcheck disable=SC2086
-    run conv_phases.log $P/conv_vs_cutlass_phases$x phases $layer
-  done
-  echo "== phases: the MLP's GEMM$x"
-  tag gemm_vs_cutlass_phases gemm_phases.log
-  for shape in "4096 6144 12288" "256 6144 12288" "256 12288 6144" "256 8192 2816"; do
-    # shellcheck disable=SC2086
-    run gemm_phases.log $P/gemm_vs_cutlass_phases$x phases $shape
-  done
-  echo "== the GEMM against CUTLASS (times)$x"
-  tag gemm_vs_cutlass gemm.log
-  for shape in "4096 6144 12288" "256 6144 12288"; do
-    # shellcheck disable=SC2086
-    run gemm.log $P/gemm_vs_cutlass$x 3 $shape
-  done
-done
-for x in _b3d _split_b3d; do
+# The MLP GEMM's phases and times, for the build with suffix $1.
+gemm_round() {
+  local x=$1
   echo "-- gemm_vs_cutlass_phases$x" >> "$OUT/gemm_phases.log"
   for shape in "4096 6144 12288" "256 6144 12288" "256 12288 6144" "256 8192 2816"; do
     # shellcheck disable=SC2086
@@ -61,6 +33,25 @@ for x in _b3d _split_b3d; do
     # shellcheck disable=SC2086
     run gemm.log $P/gemm_vs_cutlass$x 3 $shape
   done
+}
+
+for x in "" _split; do
+  echo "== the conv harnesses$x"
+  echo "-- conv_pair_sync$x" >> "$OUT/pair.log"
+  run pair.log $P/conv_pair_sync$x 10
+  echo "-- conv_pair_sync_phases$x" >> "$OUT/pair_phases.log"
+  run pair_phases.log $P/conv_pair_sync_phases$x phases 56 64 1
+  echo "-- conv_vs_cutlass$x" >> "$OUT/conv.log"
+  run conv.log $P/conv_vs_cutlass$x 10
+  echo "-- conv_vs_cutlass_phases$x" >> "$OUT/conv_phases.log"
+  for layer in "56 64 1" "7 512 1"; do
+    # shellcheck disable=SC2086
+    run conv_phases.log $P/conv_vs_cutlass_phases$x phases $layer
+  done
+done
+for x in "" _split _b3d _split_b3d; do
+  echo "== the MLP's GEMM$x"
+  gemm_round "$x"
 done
 cat "$OUT/pair.log"
 grep -E "^--|$summary" "$OUT/pair_phases.log"

@@ -80,7 +80,7 @@ struct Policy {
   // How many semaphores for_each_wait names for `r`, and the lowest and
   // highest of them (count 0: none), without walking them: a kernel's loader
   // asks once a tile, on its one thread, where the walk would cost a cycle
-  // budget the mainloop needs.
+  // budget the mainloop needs. The tile range is for_each_wait's, below.
   struct WaitSpan {
     int count, lo, hi;
   };
