@@ -2,7 +2,7 @@
 # Builds every harness binary that scripts/harness_round.sh runs, in parallel
 # (one nvcc per binary; on a 16-core GPU machine the set takes about as long as
 # its slowest member). build/ is not committed, so a fresh checkout rebuilds.
-#   [CUTLASS_INCLUDE=...] [JOBS=N] scripts/build_probes.sh [LOGDIR]
+#   [CUTLASS_INCLUDE=...] [JOBS=N] [SKIP_BUILT=1] scripts/build_probes.sh [LOGDIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=${1:-build/probe}
@@ -23,6 +23,12 @@ conv_vs_cutlass _split -DCUSYNC_SM90_SPLIT_LOADER=1
 conv_vs_cutlass _phases_split -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1
 gemm_vs_cutlass _split -DCUSYNC_SM90_SPLIT_LOADER=1
 gemm_vs_cutlass _phases_split -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1
+gemm_vs_cutlass _elect -DCUSYNC_SM90_ELECT_LOADER=1
+gemm_vs_cutlass _phases_elect -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_ELECT_LOADER=1
+gemm_vs_cutlass _split_elect -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_ELECT_LOADER=1
+gemm_vs_cutlass _phases_split_elect -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_ELECT_LOADER=1
+conv_vs_cutlass _phases_elect -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_ELECT_LOADER=1
+conv_vs_cutlass _phases_split_elect -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_ELECT_LOADER=1
 gemm_vs_cutlass _b3d -DCUSYNC_SM90_B3D=1
 gemm_vs_cutlass _phases_b3d -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_B3D=1
 gemm_vs_cutlass _split_b3d -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_B3D=1
@@ -31,6 +37,8 @@ EOF
 build_one() {
   local harness=$1 suffix=$2; shift 2
   [[ $suffix == _ ]] && suffix=
+  # SKIP_BUILT=1: keep binaries already there (a second pass after adding variants).
+  if [[ ${SKIP_BUILT:-0} == 1 && -x build/probe/$harness$suffix ]]; then echo "kept $harness$suffix"; return; fi
   if HARNESS=$harness PROBE_SUFFIX=$suffix bench/gemm_vs_cutlass.sh "$@" > "$LOG/build-$harness$suffix.log" 2>&1; then
     echo "built $harness$suffix"
   else
@@ -38,5 +46,5 @@ build_one() {
   fi
 }
 export -f build_one
-export LOG
+export LOG SKIP_BUILT
 xargs -P "$JOBS" -L 1 bash -c 'build_one "$@"' _ < build/probe/variants

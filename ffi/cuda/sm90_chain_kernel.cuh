@@ -405,6 +405,28 @@ template <class Cfg>
 constexpr bool kSplitLoader = CUSYNC_SM90_SPLIT_LOADER && Cfg::kClusterM == 1;
 enum class LoaderRole { kBoth, kB, kA };
 
+// Experiment (bench/NOTES_sm90.md, stop 23; the package defines it 0): the
+// loader's warp enters together and elects its thread with elect.sync, so
+// the compiler knows one thread runs the loop. Under `threadIdx.x == 0` it
+// cannot, and wraps every TMA issue in a loop over the warp's distinct
+// operands (ELECT, R2UR per operand, BRA.U.ANY on the issue's scoreboard).
+// The descriptors are prefetched first, as the first TMA otherwise fetches them.
+#ifndef CUSYNC_SM90_ELECT_LOADER
+#define CUSYNC_SM90_ELECT_LOADER 0
+#endif
+
+template <class Cfg>
+__device__ __forceinline__ void prefetch_descriptors(ChainParams<Cfg> const& p) {
+  for (int s = 0; s < 2; ++s) {
+    const GemmStage<Cfg>& g = p.stage[s];
+    cute::prefetch_tma_descriptor(g.tma_a.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(g.tma_b.get_tma_descriptor());
+    if constexpr (Cfg::kSwiglu || Cfg::kClusterM > 1) cute::prefetch_tma_descriptor(g.tma_gate.get_tma_descriptor());
+    if constexpr (Cfg::kSwiglu) cute::prefetch_tma_descriptor(g.tma_up.get_tma_descriptor());
+    if constexpr (Cfg::kConvA) cute::prefetch_tma_descriptor(&g.conv.im2col);
+  }
+}
+
 // The loader: one thread takes schedule positions, publishes each to the MMA
 // warpgroups, and streams the tile's k-blocks into the pipeline (kBoth); or
 // the B half of that, with the positions (kB), and the A half (kA).
@@ -1139,7 +1161,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // spilled; 224 leave the 128 accumulators room.
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<56>();
-    if constexpr (kSplitLoader<Cfg>) {
+    if constexpr (CUSYNC_SM90_ELECT_LOADER) {
+      // The pipelines' leader is thread 0 (and 32 for the split A loader):
+      // elect.sync picks the lowest lane of a converged warp; trap otherwise.
+      const int warp = threadIdx.x / 32;
+      if (warp == 0 || (kSplitLoader<Cfg> && warp == 1)) {
+        if (cute::elect_one_sync()) {
+          if (threadIdx.x % 32 != 0) __trap();
+          if (warp == 0) prefetch_descriptors(p);
+          if constexpr (kSplitLoader<Cfg>) {
+            if (warp == 0) load_loop<Cfg, LoaderRole::kB>(p, smem, pipeline, tile_pipeline);
+            else load_loop<Cfg, LoaderRole::kA>(p, smem, pipeline, tile_pipeline);
+          } else {
+            load_loop(p, smem, pipeline, tile_pipeline);
+          }
+        }
+      }
+    } else if constexpr (kSplitLoader<Cfg>) {
       if (threadIdx.x == 0) load_loop<Cfg, LoaderRole::kB>(p, smem, pipeline, tile_pipeline);
       else if (threadIdx.x == 32) load_loop<Cfg, LoaderRole::kA>(p, smem, pipeline, tile_pipeline);
     } else if (threadIdx.x == 0) {
