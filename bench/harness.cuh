@@ -360,7 +360,7 @@ void print_phases(const std::string& title, int ctas, int k_blocks, Setup&& setu
     const int from[kDeltas] = {0, 0, 0, 0, 0, 4, 5, 5, 5, 6, 0, 2}, to[kDeltas] = {12, 1, 13, 2, 4, 5, 10, 11, 6, 7, 7, 15};
     std::vector<std::vector<double>> d(kDeltas);
     // Cycles waited over the first tile: the loader for free stages, the MMA for landed data.
-    std::vector<double> waited_free, waited_data, waited_free_a;  // _a: the A thread of a split loader
+    std::vector<double> waited_free, waited_data;
     long long g0 = -1, g1 = -1, e0 = -1, e1 = -1;
     int ran = 0;
     for (int c = 0; c < ctas; ++c) {
@@ -371,7 +371,6 @@ void print_phases(const std::string& title, int ctas, int k_blocks, Setup&& setu
         if (t[to[i]] != 0 && t[from[i]] != 0) d[i].push_back(double(t[to[i]] - t[from[i]]));
       waited_free.push_back(double(t[16]));
       waited_data.push_back(double(t[17]));
-      if (t[18] != 0) waited_free_a.push_back(double(t[18]));
       if (g0 < 0 || t[8] < g0) g0 = t[8];
       if (t[9] > g1) g1 = t[9];
       if (e0 < 0 || t[8] > e0) e0 = t[8];
@@ -388,12 +387,12 @@ void print_phases(const std::string& title, int ctas, int k_blocks, Setup&& setu
       std::printf("    %-13s %8.0f cycles [%8.0f, %8.0f]\n", labels[i], med, v[v.size() / 10], v[v.size() * 9 / 10]);
       if (i == 5) std::printf("    %-13s %8.1f cycles a k-block (%d k-blocks of the first tile)\n", "", med / k_blocks, k_blocks);
     }
-    for (auto* w : {&waited_free, &waited_free_a, &waited_data}) {
+    for (auto* w : {&waited_free, &waited_data}) {
       if (w->empty()) continue;
       std::sort(w->begin(), w->end());
       std::printf("    %-13s %8.0f cycles [%8.0f, %8.0f] over the first tile\n",
-                  w == &waited_free ? "loader waited" : w == &waited_free_a ? "A loader wait" : "MMA waited",
-                  (*w)[w->size() / 2], (*w)[w->size() / 10], (*w)[w->size() * 9 / 10]);
+                  w == &waited_free ? "loader waited" : "MMA waited", (*w)[w->size() / 2], (*w)[w->size() / 10],
+                  (*w)[w->size() * 9 / 10]);
     }
     std::fflush(stdout);
   }

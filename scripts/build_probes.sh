@@ -17,22 +17,8 @@ conv_vs_cutlass _
 conv_vs_cutlass _phases -DCUSYNC_SM90_PHASE_TIMES
 gemm_vs_cutlass _
 gemm_vs_cutlass _phases -DCUSYNC_SM90_PHASE_TIMES
-conv_pair_sync _split -DCUSYNC_SM90_SPLIT_LOADER=1
-conv_pair_sync _phases_split -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1
-conv_vs_cutlass _split -DCUSYNC_SM90_SPLIT_LOADER=1
-conv_vs_cutlass _phases_split -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1
-gemm_vs_cutlass _split -DCUSYNC_SM90_SPLIT_LOADER=1
-gemm_vs_cutlass _phases_split -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1
-gemm_vs_cutlass _elect -DCUSYNC_SM90_ELECT_LOADER=1
-gemm_vs_cutlass _phases_elect -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_ELECT_LOADER=1
-gemm_vs_cutlass _split_elect -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_ELECT_LOADER=1
-gemm_vs_cutlass _phases_split_elect -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_ELECT_LOADER=1
-conv_vs_cutlass _phases_elect -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_ELECT_LOADER=1
-conv_vs_cutlass _phases_split_elect -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_ELECT_LOADER=1
 gemm_vs_cutlass _b3d -DCUSYNC_SM90_B3D=1
 gemm_vs_cutlass _phases_b3d -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_B3D=1
-gemm_vs_cutlass _split_b3d -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_B3D=1
-gemm_vs_cutlass _phases_split_b3d -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_SPLIT_LOADER=1 -DCUSYNC_SM90_B3D=1
 EOF
 build_one() {
   local harness=$1 suffix=$2; shift 2

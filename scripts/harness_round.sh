@@ -7,11 +7,8 @@
 #   build/probe/conv_vs_cutlass_phases  phase stamps of ours through im2col and on the matrix
 #   build/probe/gemm_vs_cutlass_phases  phase stamps of the MLP's GEMM, with the cycles the
 #                                       loader and the MMA warpgroups waited over the first tile
-# and each of them again with suffix _split: the loader experiment of bench/NOTES_sm90.md (stop 22),
-# -DCUSYNC_SM90_SPLIT_LOADER=1 (A and B issued by two threads in two warps); the GEMM's also with
-# _b3d (-DCUSYNC_SM90_B3D=1: a B stage in one TMA box) and _split_b3d (both); and with _elect
-# and _split_elect, the experiment of stop 23 (-DCUSYNC_SM90_ELECT_LOADER=1: the loader's warp
-# elects its thread, so no TMA issue is wrapped in a loop over the warp's operands).
+# and the GEMM's again with suffix _b3d, the experiment of bench/NOTES_sm90.md (stop 22):
+# -DCUSYNC_SM90_B3D=1, a B stage in one TMA box.
 # A binary that is missing is reported and skipped. Logs go to OUTDIR.
 #   scripts/harness_round.sh OUTDIR
 set -uo pipefail
@@ -37,7 +34,7 @@ gemm_round() {
   done
 }
 
-for x in "" _split _elect _split_elect; do
+for x in ""; do
   echo "== the conv harnesses$x"
   echo "-- conv_pair_sync$x" >> "$OUT/pair.log"
   run pair.log $P/conv_pair_sync$x 10
@@ -51,7 +48,7 @@ for x in "" _split _elect _split_elect; do
     run conv_phases.log $P/conv_vs_cutlass_phases$x phases $layer
   done
 done
-for x in "" _split _b3d _split_b3d _elect _split_elect; do
+for x in "" _b3d; do
   echo "== the MLP's GEMM$x"
   gemm_round "$x"
 done

@@ -248,11 +248,9 @@ __device__ __forceinline__ void mma_warpgroups_sync(int threads) {
 // the first tile's GEMM (1 or 2), not a time; slots 16 and 17 hold cycles
 // spent waiting over the first tile (the loader for free stages, the first
 // MMA warpgroup for landed data), which tell a mainloop paced by the loader
-// from one paced by the tensor cores; slot 18 the A thread's waits for free
-// stages where the loader is split (CUSYNC_SM90_SPLIT_LOADER). The package
-// compiles none of it.
+// from one paced by the tensor cores. The package compiles none of it.
 #ifdef CUSYNC_SM90_PHASE_TIMES
-constexpr int kPhaseSlots = 19;
+constexpr int kPhaseSlots = 18;
 __device__ long long* g_phase_times;  // [gridDim.x][kPhaseSlots], or null
 __device__ __forceinline__ long long global_timer() {
   unsigned long long t;
@@ -392,60 +390,37 @@ __device__ __forceinline__ bool b3d_on(const GemmStage<Cfg>& g) {
   else return false;
 }
 
-// Experiment (bench/NOTES_sm90.md, stop 22; the package defines it 0): the
-// loader's one thread is on the critical path of every k-block (its ~65
-// instructions a k-block pace the mainloop). With it, two threads in two
-// warps share the path: one takes the schedule and loads B (and arms each
-// stage's barrier with the stage's bytes), the other follows the published
-// positions, waits on the producer and loads A. Clusters keep one thread.
-#ifndef CUSYNC_SM90_SPLIT_LOADER
-#define CUSYNC_SM90_SPLIT_LOADER 0
-#endif
-template <class Cfg>
-constexpr bool kSplitLoader = CUSYNC_SM90_SPLIT_LOADER && Cfg::kClusterM == 1;
-enum class LoaderRole { kBoth, kB, kA };
-
-// Experiment (bench/NOTES_sm90.md, stop 23; the package defines it 0): the
-// loader's warp enters together and elects its thread with elect.sync, so
-// the compiler knows one thread runs the loop. Under `threadIdx.x == 0` it
-// cannot, and wraps every TMA issue in a loop over the warp's distinct
-// operands (ELECT, R2UR per operand, BRA.U.ANY on the issue's scoreboard).
-// The descriptors are prefetched first, as the first TMA otherwise fetches them.
-#ifndef CUSYNC_SM90_ELECT_LOADER
-#define CUSYNC_SM90_ELECT_LOADER 0
-#endif
-
+// The descriptors into the TMA unit's cache before the first tile (the
+// first issue of each would otherwise fetch its descriptor).
 template <class Cfg>
 __device__ __forceinline__ void prefetch_descriptors(ChainParams<Cfg> const& p) {
   for (int s = 0; s < 2; ++s) {
     const GemmStage<Cfg>& g = p.stage[s];
     cute::prefetch_tma_descriptor(g.tma_a.get_tma_descriptor());
     cute::prefetch_tma_descriptor(g.tma_b.get_tma_descriptor());
-    if constexpr (Cfg::kSwiglu || Cfg::kClusterM > 1) cute::prefetch_tma_descriptor(g.tma_gate.get_tma_descriptor());
-    if constexpr (Cfg::kSwiglu) cute::prefetch_tma_descriptor(g.tma_up.get_tma_descriptor());
+    // The gate and up views exist for the SwiGLU producer (stage 0), and for
+    // every stage of a cluster (its multicast B).
+    if (Cfg::kClusterM > 1 || (Cfg::kSwiglu && s == 0)) cute::prefetch_tma_descriptor(g.tma_gate.get_tma_descriptor());
+    if (Cfg::kSwiglu && s == 0) cute::prefetch_tma_descriptor(g.tma_up.get_tma_descriptor());
     if constexpr (Cfg::kConvA) cute::prefetch_tma_descriptor(&g.conv.im2col);
   }
 }
 
 // The loader: one thread takes schedule positions, publishes each to the MMA
-// warpgroups, and streams the tile's k-blocks into the pipeline (kBoth); or
-// the B half of that, with the positions (kB), and the A half (kA).
-template <class Cfg, LoaderRole kRole = LoaderRole::kBoth>
+// warpgroups, and streams the tile's k-blocks into the pipeline.
+template <class Cfg>
 __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
                           typename Cfg::LoadPipeline& pipeline,
                           typename Cfg::TilePipeline& tile_pipeline) {
   using Element = typename Cfg::Element;
-  constexpr bool kLoadsA = kRole != LoaderRole::kB, kLoadsB = kRole != LoaderRole::kA;
   auto write = cutlass::make_producer_start_state<typename Cfg::LoadPipeline>();
   auto tile_write = cutlass::make_producer_start_state<typename Cfg::TilePipeline>();
-  [[maybe_unused]] cutlass::PipelineState<Cfg::kTileSlots> tile_read;  // kA: the published positions
-  int tiles_taken = 0;
-  if (kLoadsB && p.started != nullptr) atomicExch(p.started, 1);
+  if (p.started != nullptr) atomicExch(p.started, 1);
   // wait_prior_grid: this launch may run before the previous kernel in its
   // stream has finished (programmatic dependent launch); A may be that
   // kernel's output, so the first A load waits for its completion. B, the
   // counter and the semaphores are not written by it.
-  bool prior_grid_done = !kLoadsA || !p.wait_prior_grid;
+  bool prior_grid_done = !p.wait_prior_grid;
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});
   Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});
@@ -468,12 +443,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
 
   for (;;) {
     int pos;
-    if constexpr (kRole == LoaderRole::kA) {
-      tile_pipeline.consumer_wait(tile_read);
-      pos = smem.tile_slot[tile_read.index()];
-      tile_pipeline.consumer_release(tile_read);
-      ++tile_read;
-    } else if (Cfg::kStreamK && stream_k) {
+    if (Cfg::kStreamK && stream_k) {
       pos = unit < unit_end ? unit : kStreamKDone;
     } else if constexpr (Cfg::kClusterM == 1) {
       pos = p.begin + atomicAdd(p.counter, 1);
@@ -494,14 +464,11 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
         mail_phase ^= 1;
       }
     }
-    if constexpr (kLoadsB) {
-      CUSYNC_PHASE(1, tiles_taken == 0);
-      tile_pipeline.producer_acquire(tile_write);
-      smem.tile_slot[tile_write.index()] = pos;
-      tile_pipeline.producer_commit(tile_write);
-      ++tile_write;
-    }
-    ++tiles_taken;
+    CUSYNC_PHASE(1, tile_write.count() == 0);
+    tile_pipeline.producer_acquire(tile_write);
+    smem.tile_slot[tile_write.index()] = pos;
+    tile_pipeline.producer_commit(tile_write);
+    ++tile_write;
     if (pos >= p.end) break;
 
     const TileJob job = resolve(p, pos);
@@ -510,7 +477,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     // Clusters: an empty peer tile (past the last row tile) loads the
     // leader's A rows, unsynchronized: its results are never stored.
     const bool active = Cfg::kClusterM == 1 || job.row0 < job.row1;
-    const bool waits = kLoadsA && job.stage == 1 && p.consumer_waits && active;
+    const bool waits = job.stage == 1 && p.consumer_waits && active;
     const bool gated = Cfg::kSwiglu && job.stage == 0;
     const int a_row0 = active ? job.row0 : job.row0 - Cfg::kTileM;
 
@@ -553,10 +520,8 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     };
     auto [tMgM, tMsM] = cluster_half();
 
-    if constexpr (kLoadsB) {
-      CUSYNC_PHASE(13, tiles_taken == 1);
-      CUSYNC_PHASE_AT(14, tiles_taken == 1, job.stage + 1);  // which GEMM the first tile is of
-    }
+    CUSYNC_PHASE(13, tile_write.count() == 1);
+    CUSYNC_PHASE_AT(14, tile_write.count() == 1, job.stage + 1);  // which GEMM the first tile is of
     const int kb_begin = Cfg::kStreamK ? job.kb0 : 0;
     const int kb_end = Cfg::kStreamK ? job.kb1 : (g.k + Cfg::kTileK - 1) / Cfg::kTileK;
     auto ready = cusync::SatisfiedSemaphores::none();
@@ -584,7 +549,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     // loader's one thread had paced the conv's mainloop (about 940 cycles a
     // k-block against 630 stepped; bench/NOTES_sm90.md, stop 22).
     [[maybe_unused]] ConvACursor conv_a{};
-    if constexpr (Cfg::kConvA && kLoadsA) conv_a = conv_a_cursor<Cfg>(g.conv, job.row0, kb_begin);
+    if constexpr (Cfg::kConvA) conv_a = conv_a_cursor<Cfg>(g.conv, job.row0, kb_begin);
     // Called once per k-block, for kb_begin, kb_begin + 1, ... in order.
     auto next_conv_a = [&] {
       const ConvACursor k = conv_a;
@@ -611,7 +576,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       }
     };
     int kb = kb_begin;
-    if (kRole == LoaderRole::kBoth && !prior_grid_done) {
+    if (!prior_grid_done) {
       // B of the first stages while the previous kernel finishes (B is not
       // its output), then A once it has completed.
       const int ahead = min(kb_end - kb_begin, Cfg::kStages);
@@ -633,17 +598,10 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       kb += ahead;
     }
     for (; kb < kb_end; ++kb) {
-      CUSYNC_PHASE_WAITED(waited_free, tiles_taken == 1, pipeline.producer_acquire(write));
+      CUSYNC_PHASE_WAITED(waited_free, tile_write.count() == 1, pipeline.producer_acquire(write));
       auto* bar = pipeline.producer_get_barrier(write);
       const int stage = write.index();
-      if constexpr (kLoadsB) load_b(kb, stage, bar);
-      if constexpr (kRole == LoaderRole::kA) {
-        if (!prior_grid_done) {
-          asm volatile("griddepcontrol.wait;" ::: "memory");
-          fence_async_proxy_global();  // the previous kernel's stores, before our TMA reads
-          prior_grid_done = true;
-        }
-      }
+      load_b(kb, stage, bar);
       if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
         const int k0 = kb * Cfg::kTileK;
         const int k1 = p.policy.waits_once_per_tile() ? g.k : min(g.k, k0 + Cfg::kTileK);
@@ -666,19 +624,16 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
         }
       }
       // A: through im2col for a convolution, else the tiled view.
-      if constexpr (kLoadsA) {
-        if constexpr (Cfg::kConvA)
-          load_conv_a<Cfg>(g.conv, next_conv_a(), smem.a.data() + stage * (Cfg::kTileM * Cfg::kTileK), bar);
-        else
-          copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
-        CUSYNC_PHASE(2, write.count() == 0);
-        CUSYNC_PHASE(15, tiles_taken == 1 && kb + 1 == kb_end);  // the first tile's last A issued
-      }
+      if constexpr (Cfg::kConvA)
+        load_conv_a<Cfg>(g.conv, next_conv_a(), smem.a.data() + stage * (Cfg::kTileM * Cfg::kTileK), bar);
+      else
+        copy(g.tma_a.with(*bar), tAgA(_, kb), tAsA(_, stage));
+      CUSYNC_PHASE(2, write.count() == 0);
+      CUSYNC_PHASE(15, tile_write.count() == 1 && kb + 1 == kb_end);  // the first tile's last A issued
       ++write;
     }
-    if constexpr (kLoadsB) CUSYNC_PHASE(3, tiles_taken == 1);
-    // The loader's waits for free stages; the A thread's apart where split.
-    CUSYNC_PHASE_AT(kRole == LoaderRole::kA ? 18 : 16, tiles_taken == 1, waited_free);
+    CUSYNC_PHASE(3, tile_write.count() == 1);
+    CUSYNC_PHASE_AT(16, tile_write.count() == 1, waited_free);
   }
   // Every load of this CTA is issued: a kernel launched behind this one with
   // ChainParams::wait_prior_grid may start once every CTA is here (on SMs
@@ -1123,12 +1078,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   using TilePipeline = typename Cfg::TilePipeline;
   typename TilePipeline::Params tp;
-  tp.role = warp_group != 0 ? TilePipeline::ThreadCategory::Consumer
-            : kSplitLoader<Cfg> && threadIdx.x == 32 ? TilePipeline::ThreadCategory::ProducerConsumer
-                                                      : TilePipeline::ThreadCategory::Producer;
+  tp.role = warp_group == 0 ? TilePipeline::ThreadCategory::Producer
+                            : TilePipeline::ThreadCategory::Consumer;
   tp.producer_arv_count = 1;
-  // Split loader: the A thread reads every published position too.
-  tp.consumer_arv_count = Cfg::kMmaThreads + (kSplitLoader<Cfg> ? 1 : 0);
+  tp.consumer_arv_count = Cfg::kMmaThreads;
   tp.dst_blockid = 0;
   // Clusters: the MMA warpgroups free tile slots of their own CTA (the
   // pipeline arrives on the empty barrier of CTA dst_blockid).
@@ -1161,26 +1114,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // spilled; 224 leave the 128 accumulators room.
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<56>();
-    if constexpr (CUSYNC_SM90_ELECT_LOADER) {
-      // The pipelines' leader is thread 0 (and 32 for the split A loader):
-      // elect.sync picks the lowest lane of a converged warp; trap otherwise.
-      const int warp = threadIdx.x / 32;
-      if (warp == 0 || (kSplitLoader<Cfg> && warp == 1)) {
-        if (cute::elect_one_sync()) {
-          if (threadIdx.x % 32 != 0) __trap();
-          if (warp == 0) prefetch_descriptors(p);
-          if constexpr (kSplitLoader<Cfg>) {
-            if (warp == 0) load_loop<Cfg, LoaderRole::kB>(p, smem, pipeline, tile_pipeline);
-            else load_loop<Cfg, LoaderRole::kA>(p, smem, pipeline, tile_pipeline);
-          } else {
-            load_loop(p, smem, pipeline, tile_pipeline);
-          }
-        }
-      }
-    } else if constexpr (kSplitLoader<Cfg>) {
-      if (threadIdx.x == 0) load_loop<Cfg, LoaderRole::kB>(p, smem, pipeline, tile_pipeline);
-      else if (threadIdx.x == 32) load_loop<Cfg, LoaderRole::kA>(p, smem, pipeline, tile_pipeline);
-    } else if (threadIdx.x == 0) {
+    // The loader's warp enters together and elects its thread, so the
+    // compiler knows one thread runs the loop. Under `threadIdx.x == 0` it
+    // could not, and wrapped every TMA issue in a loop over the warp's
+    // distinct operands (ELECT, an R2UR per operand, BRA.U.ANY on the issue's
+    // scoreboard): 128x128's k-block took 680-710 cycles against 514-520 so
+    // (bench/NOTES_sm90.md, stop 23). The pipelines' leader (the expect_tx
+    // arrive) is thread 0, the lane elect.sync picks in a converged warp.
+    if (threadIdx.x < 32 && cute::elect_one_sync()) {
+      if (threadIdx.x != 0) __trap();
+      prefetch_descriptors(p);
       load_loop(p, smem, pipeline, tile_pipeline);
     }
   } else {
