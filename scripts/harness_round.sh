@@ -8,7 +8,8 @@
 #   build/probe/gemm_vs_cutlass_phases  phase stamps of the MLP's GEMM, with the cycles the
 #                                       loader and the MMA warpgroups waited over the first tile
 # and the GEMM's again with suffix _b3d, the experiment of bench/NOTES_sm90.md (stop 22):
-# -DCUSYNC_SM90_B3D=1, a B stage in one TMA box.
+# -DCUSYNC_SM90_B3D=1, a B stage in one TMA box; all of them with suffix _early, the experiment
+# of stop 23: -DCUSYNC_SM90_EARLY_POSITION=1, schedule positions claimed ahead.
 # A binary that is missing is reported and skipped. Logs go to OUTDIR.
 #   scripts/harness_round.sh OUTDIR
 set -uo pipefail
@@ -34,7 +35,7 @@ gemm_round() {
   done
 }
 
-for x in ""; do
+for x in "" _early; do
   echo "== the conv harnesses$x"
   echo "-- conv_pair_sync$x" >> "$OUT/pair.log"
   run pair.log $P/conv_pair_sync$x 10
@@ -48,7 +49,7 @@ for x in ""; do
     run conv_phases.log $P/conv_vs_cutlass_phases$x phases $layer
   done
 done
-for x in "" _b3d; do
+for x in "" _b3d _early; do
   echo "== the MLP's GEMM$x"
   gemm_round "$x"
 done
