@@ -3,6 +3,10 @@
 # (one nvcc per binary; on a 16-core GPU machine the set takes about as long as
 # its slowest member). build/ is not committed, so a fresh checkout rebuilds.
 #   [CUTLASS_INCLUDE=...] [JOBS=N] [SKIP_BUILT=1] scripts/build_probes.sh [LOGDIR]
+# Built on a machine without a GPU, they travel to the GPU machine compressed (about 9x; the set
+# is over 100 MB as it is):
+#   mkdir -p build/carry && tar cf - -C build probe | xz -T0 -3 > build/carry/probe.tar.xz
+#   (there) tar xJf build/carry/probe.tar.xz -C build && scripts/harness_round.sh OUTDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=${1:-build/probe}
@@ -23,6 +27,7 @@ conv_pair_sync _early -DCUSYNC_SM90_EARLY_POSITION=1
 conv_pair_sync _phases_early -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_EARLY_POSITION=1
 conv_vs_cutlass _early -DCUSYNC_SM90_EARLY_POSITION=1
 conv_vs_cutlass _phases_early -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_EARLY_POSITION=1
+gemm_vs_cutlass _early -DCUSYNC_SM90_EARLY_POSITION=1
 gemm_vs_cutlass _phases_early -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_EARLY_POSITION=1
 EOF
 build_one() {
