@@ -144,3 +144,35 @@ def test_merge_results_joins_parts_of_one_measurement(tmp_path):
     ours = {**a, "rows": [{**a["rows"][0], "impl": "sm90-serial"}]}
     with pytest.raises(ValueError, match="part 1 and part 2"):
         merge_results.merge([a, ours])
+
+
+def test_energy_joins_each_sustain_window_with_its_power_samples():
+    # bench/energy.py: each variant's window (after its first SETTLE_S) gets
+    # the mean clock and power of the nvidia-smi samples inside it, and the
+    # energy of one GEMM is its median time x that power.
+    sys.path.insert(0, str(BENCH))
+    try:
+        import energy
+    finally:
+        sys.path.remove(str(BENCH))
+    sustain = [
+        "== gemm_vs_cutlass 256 6144 12288\n",
+        "own kernel: 128x128x64, 6 stages, 230400 bytes of shared memory\n",
+        "sustain 256 6144 12288  own128_column          12:00:00.000-12:00:02.000  median 0.0800 ms  "
+        "first 0.0700  last 0.0900  (100 batches)\n",
+        "sustain 256 6144 12288  cutlass_pp128_c1       12:00:03.000-12:00:05.000  median 0.1000 ms  "
+        "first 0.0900  last 0.1100  (80 batches)\n",
+    ]
+    smi = ["2026/12/02 12:00:00.200, 1980 MHz, 100.00 W, 40, 0x0000000000000000\n",  # settling: left out
+           "2026/12/02 12:00:01.000, 1500 MHz, 600.00 W, 50, 0x0000000000000004\n",
+           "2026/12/02 12:00:02.000, 1400 MHz, 700.00 W, 51, 0x0000000000000004\n",
+           "not a sample\n",
+           "2026/12/02 12:00:04.000, 1300 MHz, 650.00 W, 52, 0x0000000000000004\n"]
+    rows = energy.join(energy.parse_sustain(sustain), energy.parse_smi(smi))
+    assert [r["variant"] for r in rows] == ["own128_column", "cutlass_pp128_c1"]
+    assert rows[0]["shape"] == [256, 6144, 12288] and rows[0]["section"] == "gemm_vs_cutlass 256 6144 12288"
+    assert rows[0]["mhz"] == 1450 and rows[0]["watts"] == 650.0 and rows[0]["mj"] == 52.0
+    assert rows[1]["mhz"] == 1300 and rows[1]["mj"] == 65.0 and rows[1]["throttle"] == ["0x0000000000000004"]
+    # Logs of two different runs do not overlap: an error naming the variant.
+    with pytest.raises(ValueError, match="own128_column"):
+        energy.join(energy.parse_sustain(sustain[:3]), energy.parse_smi(smi[4:]))
