@@ -80,9 +80,9 @@ def hopper_split_for(tiles: int, k_blocks: int, sms: int) -> int:
 
 
 def hopper_runs(layer: str) -> bool:
-    """Whether the Hopper conv takes a layer (in and mid channels multiples of 64)."""
-    _, c0, c1, _ = LAYERS[layer]
-    return c0 % 64 == 0 and c1 % 64 == 0
+    """Whether the Hopper conv takes a layer (mid channels a multiple of 64; an
+    input of other channel counts, VGG's RGB image, runs conv 1 unfolded)."""
+    return LAYERS[layer][2] % 64 == 0
 
 
 def impl_names(split_k: bool = False, hopper: bool = False) -> list:
@@ -128,13 +128,16 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
         rule, slots = hopper_split_for, cs.H200.sms
     else:
         tile, rule, slots = cs.kernels.CONV_CUDA_CONFIGS[0].tile, split_for, CUDA_SLOTS
+    conv1 = (c0, filters[0])
+    if hopper and cs.conv_unfold.needs_unfold(c0):
+        conv1 = (cs.conv_unfold.unfolded_channels(c0, filters[0]), (1, 1))  # as the plan runs it
     for o in options:
         if o == "split":
             tile = cs.TileShape(*tile) if isinstance(tile, tuple) else tile
             kw["split_k"] = tuple(
                 rule(math.prod(cs.planner.grid(n * size * size, c_out, tile)),
                      cs.conv_planner.conv_k_blocks(f, c_in, tile), slots)
-                for c_in, c_out, f in ((c0, c1, filters[0]), (c1, c2, filters[1])))
+                for c_in, c_out, f in ((conv1[0], c1, conv1[1]), (c1, c2, filters[1])))
         elif o.startswith("split="):
             kw["split_k"] = tuple(int(s) for s in o[len("split="):].split("x"))
     return kw

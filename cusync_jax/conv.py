@@ -20,6 +20,7 @@ from . import _backend, kernels
 from ._op_common import (check_float_dtypes, check_mode, cuda_dtype_check, default_device, ffi_lowering,
                          jvp_of, no_tangent, out_aval, shape_of, vary_together)
 from .activations import ACTIVATIONS, apply_activation
+from .conv_unfold import unfold_first_conv
 from .conv_planner import (FILTERS, ConvPairPlan, check_conv_activation, conv_sync_words,
                            plan_conv_pair, resolve_conv_policy)
 from .planner import CpuOptions
@@ -243,6 +244,9 @@ def synced_conv_pair(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", r
         # XLA's own convolutions are faster for this shape on this device.
         return conv_pair_reference(x, k1, k2, b1=b1, b2=b2, activation=activation,
                                    residual=residual, precision=None)
+    if plan.unfold1:
+        # (differentiated through the gather: its VJP scatters dx back)
+        x, k1 = unfold_first_conv(x, k1)
     b1 = jnp.zeros((c1,), dtype) if b1 is None else b1
     b2 = jnp.zeros((c2,), dtype) if b2 is None else b2
     residual = jnp.zeros((0,), dtype) if residual is None else residual

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from typing import Optional
 
-from . import _cusync_cpu, kernels, tuning
+from . import _cusync_cpu, conv_unfold, kernels, tuning
 from ._op_common import check_mode
 from .activations import check_activation
 from .kernels import TileShape
@@ -32,6 +32,11 @@ class ConvPairPlan(MlpPlan):
     # CTAs sharing one output tile's k-blocks, (producer, consumer), on the
     # CUDA kernel (the CPU executor runs the same math unsplit). (1, 1): none.
     split_k: tuple = (1, 1)
+    # Conv 1 runs as a 1x1 convolution over its input's unfolded R1 x S1
+    # windows (conv_unfold.py): the Hopper conv with an input whose channels
+    # are no multiple of 64 (VGG's RGB image). The plan's other fields are
+    # for the unfolded pair.
+    unfold1: bool = False
 
     def attributes(self, activation_code: int) -> dict:
         """The FFI attributes (names as in ffi/common/conv_spec.h)."""
@@ -107,9 +112,9 @@ def _check_sm90_conv(model, tiles, channels, f1, f2, split_k, mode) -> None:
                          f"{tiles[0].text} and {tiles[1].text} (take mode 'serial' or 'streams')")
     c0, c1, c2 = channels
     if c0 % 64 or c1 % 64 or c2 % 8:
-        raise ValueError(f"channels: the Hopper conv needs in and mid channels that are multiples of 64 and "
-                         f"out channels a multiple of 8 (a k-block is one filter tap's 64 channels); got "
-                         f"{c0}, {c1}, {c2}")
+        raise ValueError(f"channels: the Hopper conv needs mid channels that are a multiple of 64 and "
+                         f"out channels a multiple of 8 (a k-block is one filter tap's 64 channels; in "
+                         f"channels that are not a multiple of 64 run unfolded); got {c0}, {c1}, {c2}")
     if split_k != (1, 1) and mode != "serial":
         raise ValueError(f"split_k: the Hopper conv splits k (stream-K, unsynchronized) in mode 'serial' only; "
                          f"got split_k={split_k} with mode {mode!r}")
@@ -172,6 +177,11 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     tiles and long k loops (ResNet's 7x7x512 at batch 1: 8 tiles of 144
     k-blocks). (1, 1): none. At most each conv's k-block count; an explicit
     choice the wave model does not make.
+
+    The Hopper conv with in_channels that are no multiple of 64 (an RGB
+    image) plans conv 1 as a 1x1 conv over the input's unfolded windows
+    (``report.plan.unfold1``; the report's channels and filters are the
+    unfolded pair's, conv_unfold.py).
     """
     for name, v in (("images", images), ("height", height), ("width", width),
                     ("in_channels", in_channels), ("mid_channels", mid_channels)):
@@ -200,6 +210,15 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     elif tiles is not None:
         known = {c.tile: c for c in kernels.CONV_CUDA_CONFIGS + kernels.CONV_SM90_CONFIGS}
         config = known.get(tiles[0])
+        if config is not None and config.kernel == 1 and conv_unfold.needs_unfold(in_channels):
+            # The Hopper conv loads a filter tap's 64 channels at a time: conv 1 runs
+            # as a 1x1 conv over its input's unfolded windows.
+            rep = plan_conv_pair(images, height, width, conv_unfold.unfolded_channels(in_channels, f1),
+                                 mid_channels, out_channels, filter1=1, filter2=f2, activation=activation,
+                                 device=device, tile=tile, policy=policy, mode=mode,
+                                 optimizations=optimizations, cpu=cpu, split_k=split_k,
+                                 allow_fallback=allow_fallback, dtype=dtype)
+            return dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, unfold1=True))
         if config is not None and config.kernel == 1:
             _check_sm90_conv(model, tiles, (in_channels, mid_channels, out_channels), f1, f2, split_k, run_mode)
         candidates = [(tiles[0], tiles[1], config)]

@@ -47,6 +47,25 @@ def test_conv_bench(tmp_path):
     assert next(r for r in result["rows"] if r["impl"] == "auto")["fallback"] is False  # the CPU executor ran
 
 
+
+def test_conv_bench_times_an_rgb_layer_on_the_hopper_conv_unfolded():
+    import importlib.util
+
+    import cusync_jax as cs
+    spec = importlib.util.spec_from_file_location("conv_bench", BENCH / "conv.py")
+    sys.path.insert(0, str(BENCH))
+    try:
+        conv_bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(conv_bench)
+    finally:
+        sys.path.remove(str(BENCH))
+    assert conv_bench.hopper_runs("vgg19-224x224x3-64")
+    for row in ("sm90-serial@split", "sm90-RowSync-fused"):
+        kw = conv_bench.plan_kwargs(row, 8, 224, 3, 64, 64)
+        plan = cs.plan_conv_pair(8, 224, 224, 3, 64, 64, device="h200", **kw).plan
+        # conv 1 runs as one k-block of a 1x1 conv: its split is 1 whatever the rule.
+        assert plan.unfold1 and plan.kernel == 1 and plan.split_k[0] == 1
+
 def test_device_time_counts_overlapping_work_once():
     sys.path.insert(0, str(BENCH))
     try:

@@ -261,14 +261,51 @@ def test_the_hopper_conv_is_opt_in_and_checked():
     assert cs.plan_conv_pair(1, 56, 56, 64, 64, device="h200", tile=(128, 64, 64)).plan.kernel == 1
     with pytest.raises(ValueError, match="is the Hopper conv's"):
         cs.plan_conv_pair(1, 56, 56, 64, 64, device="a100", tile=(128, 64, 64))
-    with pytest.raises(ValueError, match="in and mid channels that are multiples of 64"):
-        cs.plan_conv_pair(1, 56, 56, 3, 64, device="h200", tile=(128, 64, 64))
+    with pytest.raises(ValueError, match="needs mid channels that are a multiple of 64 .* got 64, 96, 64"):
+        cs.plan_conv_pair(1, 56, 56, 64, 96, 64, device="h200", tile=(128, 64, 64))
     with pytest.raises(ValueError, match="split_k: the Hopper conv splits k .* in mode 'serial' only"):
         cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", tile=(128, 128, 64), split_k=(2, 1))
     with pytest.raises(ValueError, match="runs both convolutions on"):
         cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", tile=((128, 128, 64), (128, 64, 32)), mode="serial")
     with pytest.raises(ValueError, match="the fused mode runs both convolutions in one kernel"):
         cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", tile=((128, 128, 64), (128, 64, 64)), mode="fused")
+
+
+@pytest.mark.parametrize("c0,f", [(3, 3), (5, 1), (70, 3), (1, 3)])
+def test_the_unfolded_first_conv_is_the_convolution(c0, f):
+    # Each pixel's f x f window of c0 channels, in HWIO's (r, s, c) order, padded
+    # with zero channels to whole 64-channel k-blocks; k1 reshaped to match.
+    x, k1 = conv_inputs(c0 + f, 2, 9, 7, c0, 16, 16, jnp.float32, f1=f)[:2]
+    windows, k = cs.conv_unfold.unfold_first_conv(x, k1)
+    kp = cs.conv_unfold.unfolded_channels(c0, (f, f))
+    assert kp % 64 == 0 and f * f * c0 <= kp < f * f * c0 + 64
+    assert windows.shape == (2, 9, 7, kp) and k.shape == (1, 1, kp, 16)
+    assert not np.any(np.asarray(windows[..., f * f * c0:])) and not np.any(np.asarray(k[0, 0, f * f * c0:]))
+    conv = lambda a, b: jax.lax.conv_general_dilated(a, b, (1, 1), "SAME",
+                                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    assert rel_err(conv(windows, k), conv(x, k1)) < TOL[jnp.float32]
+
+
+@pytest.mark.parametrize("policy,mode", [("conv2dtilesync", "fused"), ("tilesync", "streams"),
+                                         ("rowsync", "fused"), ("conv2dtilesync", "serial")])
+def test_an_rgb_input_runs_the_hopper_plan_unfolded(policy, mode):
+    # The Hopper conv loads 64-channel taps, so its plan for a 3-channel input
+    # runs conv 1 as a 1x1 conv over the unfolded windows (one k-block of 27
+    # values and 37 zeros); the CPU executor runs the same plan.
+    rep = cs.plan_conv_pair(2, 9, 7, 3, 64, 32, device="h200", tile=(128, 64, 64), policy=policy, mode=mode)
+    assert rep.plan.unfold1 and rep.plan.kernel == 1
+    assert rep.channels == (64, 64, 32) and rep.filters == ((1, 1), (3, 3))
+    ops = conv_inputs(3, 2, 9, 7, 3, 64, 32, jnp.float32, residual=True)
+    y = jax.jit(lambda *a: synced(*a, plan=rep.plan))(*ops)
+    assert y.shape == (2, 9, 7, 32) and rel_err(y, reference(*ops)) < TOL[jnp.float32]
+    # Gradients flow through the gather back to the image and the 3x3 filter.
+    loss = lambda fn: lambda x, k1, b1: jnp.sum(fn(x, k1, ops[2], b1, ops[4], ops[5]) ** 2)
+    got = jax.grad(loss(lambda *a: synced(*a, plan=rep.plan)), argnums=(0, 1, 2))(*ops[:2], ops[3])
+    want = jax.grad(loss(reference), argnums=(0, 1, 2))(*ops[:2], ops[3])
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and rel_err(g, w) < 1e-4
+    with pytest.raises(ValueError, match=r"the producer conv has 1 k-blocks \(1x1 taps x 64 channels"):
+        cs.plan_conv_pair(1, 7, 7, 3, 64, device="h200", tile=(128, 64, 64), mode="serial", split_k=(2, 1))
 
 
 def test_split_k_is_checked_sizes_the_sync_buffer_and_runs_unsplit_on_the_cpu():

@@ -120,6 +120,8 @@ def _hopper() -> bool:
     (3, 7, 64, 128, 96, 1, 3),      # 1x1 then 3x3, a consumer narrower than its tile
     (32, 56, 64, 64, 64, 3, 1),     # 784 tiles a conv (128x64 pingpong); 3x3 then 1x1
     (8, 28, 128, 256, 256, 3, 3),   # 128x128 tiles, two column tiles a conv
+    (2, 30, 3, 64, 64, 3, 3),       # an RGB input (VGG's first pair): conv 1 runs unfolded
+    (1, 13, 5, 128, 64, 1, 3),      # an input of 5 channels, 1x1: padded to one k-block
 ])
 def test_hopper_conv_matches_xla_every_policy_and_mode(n, size, c0, c1, c2, f1, f2, dtype):
     # Kernel family 1: the GEMM-chain kernel with A through TMA's im2col mode
@@ -134,7 +136,7 @@ def test_hopper_conv_matches_xla_every_policy_and_mode(n, size, c0, c1, c2, f1, 
         plan = cs.plan_conv_pair(n, size, size, c0, c1, c2, filter1=f1, filter2=f2, device=device,
                                  policy=policy if not isinstance(policy, cs.Conv2DTileSync) else "conv2dtilesync",
                                  mode=mode, tile=tile).plan
-        assert plan.kernel == 1
+        assert plan.kernel == 1 and plan.unfold1 == (c0 % 64 != 0)
         return synced(ops, plan=plan)
 
     check_every_run(ops, run)
