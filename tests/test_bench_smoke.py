@@ -195,3 +195,14 @@ def test_energy_joins_each_sustain_window_with_its_power_samples():
     # Logs of two different runs do not overlap: an error naming the variant.
     with pytest.raises(ValueError, match="own128_column"):
         energy.join(energy.parse_sustain(sustain[:3]), energy.parse_smi(smi[4:]))
+    # cuBLAS's window, printed by bench/cublas_sustain.py (without torch here), joins the same way.
+    sys.path.insert(0, str(BENCH))
+    try:
+        import cublas_sustain
+    finally:
+        sys.path.remove(str(BENCH))
+    line = cublas_sustain.sustain_line(4096, 12288, 6144, "cublas_torch", "12:00:03.500", "12:00:05.000",
+                                       [1.0, 0.9, 1.1])
+    (row,) = energy.join(energy.parse_sustain([line]), energy.parse_smi(smi))
+    assert row["variant"] == "cublas_torch" and row["shape"] == [4096, 12288, 6144]
+    assert row["ms"] == 1.0 and row["mj"] == 650.0
