@@ -99,7 +99,8 @@ def order_kwargs(text: str) -> dict:
     tile order ('grouped:4' -> order="grouped", group_rows=4; 'column_major'),
     'tile=128x64x64', 'cluster=2' (cluster_m), 'overlap=1' (serial's consumer
     launched as a programmatic dependent of the producer; overlap=0 is the default),
-    'mma=pingpong' or 'mma=cooperative' (mma_schedule of whole 128x128 tiles)."""
+    'mma=pingpong' or 'mma=cooperative' (mma_schedule of whole 128x128 tiles), 'sk=11' (stream-K for
+    the producer and the consumer GEMM, serial rows only; sk=10 the producer alone)."""
     kw = {}
     for part in text.split(","):
         key, eq, value = part.partition("=")
@@ -109,6 +110,11 @@ def order_kwargs(text: str) -> dict:
             kw["cluster_m"] = int(value)
         elif eq and key == "overlap":
             kw["optimizations"] = cs.Optimizations(overlap_launches=bool(int(value)))
+        elif eq and key == "sk":
+            # sk=PC: stream-K for the producer (P) and consumer (C), 1 or 0 each (serial mode only)
+            if len(value) != 2 or set(value) - {"0", "1"}:
+                raise ValueError(f"sk: expected two digits 0/1 (producer, consumer), got {value!r}")
+            kw["stream_k"] = (value[0] == "1", value[1] == "1")
         elif eq and key == "mma":
             if value not in cs.planner.MMA_SCHEDULES:
                 raise ValueError(f"mma: expected one of {cs.planner.MMA_SCHEDULES}, got {value!r}")
@@ -287,7 +293,7 @@ def main(argv=None):
     ap.add_argument("--variants", "--orders", dest="orders", nargs="*", default=[], type=order_arg,
                     help="extra variants to time (serial and fused, both GEMMs), each a tile order "
                          "(row_major, column_major, grouped or grouped:<band rows>) and/or "
-                         "tile=<m>x<n>x<k>, cluster=2, overlap=1, mma=pingpong|cooperative, comma-separated: "
+                         "tile=<m>x<n>x<k>, cluster=2, overlap=1, mma=pingpong|cooperative, sk=11 (stream-K, serial), comma-separated: "
                          "grouped:4,tile=128x64x64")
     ap.add_argument("--skip", nargs="*", default=[],
                     help="variants to leave out (names as printed, e.g. TileSync-streams); xla, serial "
