@@ -119,10 +119,6 @@ struct OwnGemm {
     p = {};
     p.stage[0] = cusync_sm90::make_gemm_stage<Cfg>(x, m, k, k, w, n, out, n, nullptr, tiling,
                                                   cusync::Activation::kIdentity);
-    if constexpr (Cfg::kB3d) {
-      // The experiment falls back to one box a strip where the view is refused: say so.
-      if (!p.stage[0].b3d_on) std::fprintf(stderr, "b3d refused: 128x%d tile, n %d, k %d\n", Cfg::kTileN, n, k);
-    }
     p.tiles0 = cusync_sm90::schedule_positions<Cfg>(tiling);  // (2x1 clusters: one per pair of row tiles)
     p.begin = 0;
     p.end = p.tiles0;

@@ -21,14 +21,7 @@ conv_vs_cutlass _
 conv_vs_cutlass _phases -DCUSYNC_SM90_PHASE_TIMES
 gemm_vs_cutlass _
 gemm_vs_cutlass _phases -DCUSYNC_SM90_PHASE_TIMES
-gemm_vs_cutlass _b3d -DCUSYNC_SM90_B3D=1
-gemm_vs_cutlass _phases_b3d -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_B3D=1
-conv_pair_sync _early -DCUSYNC_SM90_EARLY_POSITION=1
-conv_pair_sync _phases_early -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_EARLY_POSITION=1
-conv_vs_cutlass _early -DCUSYNC_SM90_EARLY_POSITION=1
-conv_vs_cutlass _phases_early -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_EARLY_POSITION=1
-gemm_vs_cutlass _early -DCUSYNC_SM90_EARLY_POSITION=1
-gemm_vs_cutlass _phases_early -DCUSYNC_SM90_PHASE_TIMES -DCUSYNC_SM90_EARLY_POSITION=1
+halo_conv_probe _
 EOF
 build_one() {
   local harness=$1 suffix=$2; shift 2

@@ -7,9 +7,9 @@
 #   build/probe/conv_vs_cutlass_phases  phase stamps of ours through im2col and on the matrix
 #   build/probe/gemm_vs_cutlass_phases  phase stamps of the MLP's GEMM, with the cycles the
 #                                       loader and the MMA warpgroups waited over the first tile
-# and the GEMM's again with suffix _b3d, the experiment of bench/NOTES_sm90.md (stop 22):
-# -DCUSYNC_SM90_B3D=1, a B stage in one TMA box; all of them with suffix _early, the experiment
-# of stop 23: -DCUSYNC_SM90_EARLY_POSITION=1, schedule positions claimed ahead.
+#   build/probe/halo_conv_probe         the 3x3 conv with its input loaded once as a halo (check, then times)
+# An experiment's binaries, built with its flags under a suffix (build_probes.sh), run by adding the
+# suffix to the loops below.
 # A binary that is missing is reported and skipped. Logs go to OUTDIR.
 #   scripts/harness_round.sh OUTDIR
 set -uo pipefail
@@ -35,7 +35,7 @@ gemm_round() {
   done
 }
 
-for x in "" _early; do
+for x in ""; do
   echo "== the conv harnesses$x"
   echo "-- conv_pair_sync$x" >> "$OUT/pair.log"
   run pair.log $P/conv_pair_sync$x 10
@@ -49,7 +49,7 @@ for x in "" _early; do
     run conv_phases.log $P/conv_vs_cutlass_phases$x phases $layer
   done
 done
-for x in "" _b3d _early; do
+for x in ""; do
   echo "== the MLP's GEMM$x"
   gemm_round "$x"
 done

@@ -25,16 +25,6 @@
 
 #include <type_traits>
 
-// Experiment (bench/NOTES_sm90.md, stop 22; the package defines it 0): a
-// B stage of kTileN/64 strips of 64 columns is one TMA box of three
-// dimensions (64 columns, the k-block's rows, the strips) instead of one box
-// a strip, so the loader's one thread issues one TMA a stage for B where it
-// issued kTileN/64 (each issue is about a dozen instructions on the path
-// that paces the mainloop).
-#ifndef CUSYNC_SM90_B3D
-#define CUSYNC_SM90_B3D 0
-#endif
-
 // wgmma and setmaxnreg exist only in the sm_90a target; every other pass of
 // the build compiles the kernels to an empty body.
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -191,23 +181,6 @@ struct ChainConfig {
     return make_tma_copy(SM90_TMA_STORE{}, g, EpiBox{});
   }
   using TmaA = decltype(make_tma_a(nullptr, 1, 1, 1));
-  // CUSYNC_SM90_B3D: B [k, n] (row stride ld) as [n / 64][k][64], boxes of
-  // {64, kTileK, kTileN / 64}: the box lands in the stage exactly as the
-  // strips do (each strip's 64 rows of 128 bytes, strips 8 KB apart).
-  // False where the view does not exist (n % 64, alignment) or the driver
-  // refuses it: the loader then loads strip by strip.
-  static constexpr bool kB3d = CUSYNC_SM90_B3D && kTileN % 64 == 0 && kTileN > 64 && !kSwiglu_ && kClusterM_ == 1;
-  static bool make_tma_b3d(cute::TmaDescriptor* d, Element const* ptr, int n, int k, int ld) {
-    if (n % 64 != 0 || ld % 8 != 0 || reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return false;
-    cuuint64_t dims[3] = {64, cuuint64_t(k), cuuint64_t(n / 64)};
-    cuuint64_t strides[2] = {cuuint64_t(ld) * sizeof(Element), 64 * sizeof(Element)};  // bytes: rows, strips
-    cuuint32_t box[3] = {64, kTileK, kTileN / 64};
-    cuuint32_t unit[3] = {1, 1, 1};
-    return CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeTiled)(
-               d, TMA::to_CUtensorMapDataType<Element>(), 3, const_cast<Element*>(ptr), dims, strides, box, unit,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-  }
   // Convolution A (kConvA): the im2col descriptor of x [N, H, W, C] and what
   // turns a tile's first output pixel and a k-block into its coordinates.
   // Output = input spatial size (stride 1, SAME). A k-block is one filter

@@ -64,21 +64,9 @@
 
 namespace cusync_sm90 {
 
-// Cfg::kB3d: B's stage as one TMA box (b3d_desc), where b3d_on. An empty
-// base otherwise, so the stage's layout is the same with the experiment off
-// (an empty member would still take a byte; the kernel parameter's layout
-// must match the host's exactly).
-template <class Cfg, bool = Cfg::kB3d>
-struct B3dView {};
-template <class Cfg>
-struct B3dView<Cfg, true> {
-  cute::TmaDescriptor b3d_desc;
-  bool b3d_on;
-};
-
 // One GEMM of the chain: out[rows, n] = epilogue(A @ B).
 template <class Cfg>
-struct GemmStage : B3dView<Cfg> {
+struct GemmStage {
   typename Cfg::TmaA tma_a;         // A [rows, k]
   typename Cfg::TmaB tma_b;         // B viewed as [n_all, k]
   typename Cfg::TmaBHalf tma_gate;  // SwiGLU producer: w1's gate columns [n_all, k]; clusters: B (multicast)
@@ -383,13 +371,6 @@ __device__ __forceinline__ void load_conv_a(const typename Cfg::ConvA& c, const 
                                 static_cast<uint16_t>(k.s), static_cast<uint16_t>(k.r));
 }
 
-// Whether B's stages load as one box (Cfg::kB3d and a view that allows it).
-template <class Cfg>
-__device__ __forceinline__ bool b3d_on(const GemmStage<Cfg>& g) {
-  if constexpr (Cfg::kB3d) return g.b3d_on;
-  else return false;
-}
-
 // The descriptors into the TMA unit's cache before the first tile (the
 // first issue of each would otherwise fetch its descriptor).
 template <class Cfg>
@@ -406,27 +387,12 @@ __device__ __forceinline__ void prefetch_descriptors(ChainParams<Cfg> const& p) 
   }
 }
 
-// Experiment (bench/NOTES_sm90.md, stop 23; the package defines it 0): the
-// position's atomic takes about 800 cycles before a tile's first load. With
-// it, the first position is claimed at kernel entry (its round trip overlaps
-// the barriers' setup) and each next one as soon as the current is known (it
-// overlaps the tile). Still deadlock-free: the lowest unfinished position is
-// always a started tile, since whoever holds a claimed, unstarted position is
-// running a lower one; and a CTA on a consumer tile only holds consumer
-// positions, all producer positions coming first.
-#ifndef CUSYNC_SM90_EARLY_POSITION
-#define CUSYNC_SM90_EARLY_POSITION 0
-#endif
-template <class Cfg>
-constexpr bool kEarlyPosition = CUSYNC_SM90_EARLY_POSITION && Cfg::kClusterM == 1;
-
 // The loader: one thread takes schedule positions, publishes each to the MMA
-// warpgroups, and streams the tile's k-blocks into the pipeline. first_pos:
-// the position claimed at entry (kEarlyPosition), else unused.
+// warpgroups, and streams the tile's k-blocks into the pipeline.
 template <class Cfg>
 __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem,
                           typename Cfg::LoadPipeline& pipeline,
-                          typename Cfg::TilePipeline& tile_pipeline, [[maybe_unused]] int first_pos) {
+                          typename Cfg::TilePipeline& tile_pipeline) {
   using Element = typename Cfg::Element;
   auto write = cutlass::make_producer_start_state<typename Cfg::LoadPipeline>();
   auto tile_write = cutlass::make_producer_start_state<typename Cfg::TilePipeline>();
@@ -456,14 +422,10 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   [[maybe_unused]] const int unit_end = stream_k ? p.stream_k.cta_end(blockIdx.x) : 0;
   [[maybe_unused]] long long waited_free = 0;  // phase stamps: first tile's cycles in producer_acquire
 
-  [[maybe_unused]] int next_pos = first_pos;
   for (;;) {
     int pos;
     if (Cfg::kStreamK && stream_k) {
       pos = unit < unit_end ? unit : kStreamKDone;
-    } else if constexpr (kEarlyPosition<Cfg>) {
-      pos = next_pos;
-      next_pos = pos < p.end ? p.begin + atomicAdd(p.counter, 1) : p.end;
     } else if constexpr (Cfg::kClusterM == 1) {
       pos = p.begin + atomicAdd(p.counter, 1);
     } else if (rank == 0) {
@@ -585,11 +547,6 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       } else if (gated) {
         copy(g.tma_gate.with(*bar), tGgG(_, kb), tGsG(_, stage));
         copy(g.tma_up.with(*bar), tUgU(_, kb), tUsU(_, stage));
-      } else if (b3d_on(g)) {
-        if constexpr (Cfg::kB3d)
-          SM90_TMA_LOAD_3D::copy(&g.b3d_desc, bar, uint64_t(TMA::CacheHintSm90::EVICT_NORMAL),
-                                 smem.b.data() + stage * (Cfg::kTileN * Cfg::kTileK), 0, kb * Cfg::kTileK,
-                                 job.col0 / 64);
       } else {
         copy(g.tma_b.with(*bar), tBgB(_, kb), tBsB(_, stage));
       }
@@ -1082,12 +1039,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (threadIdx.x == 0 && (cute::cast_smem_ptr_to_uint(smem_raw) & 1023u) != 0) __trap();
   const int warp_group = threadIdx.x / 128;
   CUSYNC_PHASE(0, threadIdx.x == 0);
-  [[maybe_unused]] int first_pos = 0;
-  if constexpr (kEarlyPosition<Cfg>) {
-    // The loader's thread (0), before the barriers: see kEarlyPosition.
-    if (threadIdx.x == 0 && !(Cfg::kStreamK && p.stream_k.ctas_per_row > 0))
-      first_pos = p.begin + atomicAdd(p.counter, 1);
-  }
   CUSYNC_PHASE_AT(8, threadIdx.x == 0, global_timer());
   using LoadPipeline = typename Cfg::LoadPipeline;
   typename LoadPipeline::Params lp;
@@ -1149,7 +1100,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x < 32 && cute::elect_one_sync()) {
       if (threadIdx.x != 0) __trap();
       prefetch_descriptors(p);
-      load_loop(p, smem, pipeline, tile_pipeline, first_pos);
+      load_loop(p, smem, pipeline, tile_pipeline);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<224>();

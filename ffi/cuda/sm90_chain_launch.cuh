@@ -27,7 +27,6 @@ GemmStage<Cfg> make_gemm_stage(typename Cfg::Element const* a, int rows, int k, 
   GemmStage<Cfg> g{};
   g.tma_a = Cfg::make_tma_a(a, rows, k, a_ld);
   g.tma_b = Cfg::make_tma_b(b, n_all, k, n_all);
-  if constexpr (Cfg::kB3d) g.b3d_on = Cfg::make_tma_b3d(&g.b3d_desc, b, n_all, k, n_all);
   // Clusters: each CTA multicasts one half of the B tile through this view.
   if constexpr (Cfg::kClusterM > 1) g.tma_gate = Cfg::make_tma_b_half(b, n_all, k, n_all);
   g.rows = rows;
@@ -131,7 +130,6 @@ bool make_conv_stage(GemmStage<Cfg>* out_stage, typename Cfg::Element const* x, 
   GemmStage<Cfg> g = make_gemm_stage<Cfg>(x, pixels, c, c, w, n_all, out, n_all, bias, tiling, activation);
   g.k = k;
   g.tma_b = Cfg::make_tma_b(w, n_all, k, n_all);  // every tap's rows of B, not only the first c
-  if constexpr (Cfg::kB3d) g.b3d_on = Cfg::make_tma_b3d(&g.b3d_desc, w, n_all, k, n_all);
   auto& a = g.conv;
   a.height = height;
   a.width = width;
