@@ -49,6 +49,9 @@ for x in ""; do
     run conv_phases.log $P/conv_vs_cutlass_phases$x phases $layer
   done
 done
+echo "== the halo conv"
+run halo.log $P/halo_conv_probe check
+run halo.log $P/halo_conv_probe time-all
 for x in ""; do
   echo "== the MLP's GEMM$x"
   gemm_round "$x"
@@ -58,3 +61,4 @@ grep -E "^--|$summary" "$OUT/pair_phases.log"
 grep -E "^--|own_conv|cutlass3_pp" "$OUT/conv.log"
 grep -E "^--|$summary" "$OUT/conv_phases.log" "$OUT/gemm_phases.log"
 grep -E "^--|own|cutlass" "$OUT/gemm.log"
+grep -E "FAIL|^time" "$OUT/halo.log"

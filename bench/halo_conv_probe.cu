@@ -1,0 +1,549 @@
+// A 3x3, stride-1, SAME convolution on Hopper that loads its input once per
+// output tile, as a halo, and feeds all 9 filter taps to wgmma from that one
+// shared-memory buffer by shifting the A descriptor's start per tap (the
+// project's conv loads A once per tap through TMA's im2col mode: 9x the bytes).
+// C = Cout = 64, half inputs, fp32 accumulation, per-channel bias and ReLU in
+// the epilogue, half output.
+//
+// Measured on an H200: with the descriptor's base offset (bits 49-51) left 0,
+// the A start may move by any number of 128-byte rows off the 1024-byte
+// swizzle boundary and wgmma still reads the right chunks (the 128B swizzle is
+// a function of the absolute smem address); the PTX ISA's base offset
+// (start >> 7) & 7 gives wrong results.
+//
+// Layout math. A halo is a window of the zero-padded input, BW positions a row,
+// whose row 0 / column 0 is input pixel (h0 - 1, w0 - 1). Every smem row is one
+// position's 64 channels (128 bytes, 128B-swizzled by TMA). A tile is 128
+// output positions; position i sits at halo index q = a0 + i, i.e. output pixel
+// (h0 + q / BW, w0 + q % BW), and its tap (r, s) reads halo row q + r * BW + s:
+// a constant shift per tap, so A of tap (r, s) is the halo's rows
+// [a0 + r * BW + s, +128). Positions outside the image are junk: computed, not
+// stored. Two tilings:
+//   narrow (W + 2 <= 130): BW = W + 2, positions of an image's padded grid in
+//     order, tile t of image n is p0 = 128 t .. p0 + 127 (tiles never straddle
+//     images); h0 = p0 / BW, w0 = 0, a0 = p0 % BW. The halo is the padded rows
+//     h0 .. h0 + R - 1, R = 3 + ceil(129 / BW) (tap (2, 2) of position 127
+//     from any a0 < BW). Columns W, W + 1 of the grid are junk.
+//   wide (W + 2 > 130, e.g. VGG's 224): a tile is 128 positions of one output
+//     row, w0 = 128 j; BW = 130, R = 3, a0 = 0; positions w0 + i >= W are junk.
+// The halo is the box (64 C, BW, R, 1) of x viewed as (C, W, H, N) at
+// (0, w0 - 1, h0 - 1, n); TMA fills its out-of-bounds parts with zeros, which
+// is the SAME padding. B: the filter, transposed on the host to [tap][co][ci]
+// (K-major, like A), all 9 taps (72 KB) loaded once per CTA.
+//
+// Pipeline. Persistent CTAs (grid = min(tiles, SMs)), 3 warpgroups. Warpgroup
+// 0 is the producer: one thread issues every TMA, into a ring of S halo stages
+// (as many as fit beside the weights), each with a "full" mbarrier (TMA
+// transaction bytes) and an "empty" one (one arrival per consumer warp, after
+// the warp's wgmmas reading the stage have completed). Warpgroups 1 and 2 are
+// consumers in pingpong: consumer c takes the CTA's tiles k = c, c + 2, ...
+// and computes the whole 128x64 tile, two m64n64k16 chains (rows 0-63 and
+// 64-127) of 36 wgmmas. A pair of "turn" mbarriers makes the consumers issue
+// in alternation: each hands the tensor cores over when only its last tap's
+// wgmmas remain, so its epilogue runs under the other's MMAs. The turns also
+// order the tiles' full-barrier waits in k, which the parity waits on a ring
+// shared by two consumers rely on (see the consumer loop).
+//
+// Built by `HARNESS=halo_conv_probe bench/gemm_vs_cutlass.sh`.
+//   halo_conv_probe check        (N,H,W) = (1,7,7), (2,13,13), (1,56,56),
+//                                (3,9,30), (1,9,128) (narrow, S = 2),
+//                                (1,20,224), (2,5,150) (wide) against a CPU
+//                                reference; grids of one tile per CTA, ~3
+//                                tiles per CTA, min(tiles, SMs) and one CTA
+//                                (the ring wraps); exits 1 if any fails
+//   halo_conv_probe time N H W   median of 3 rounds of 20 launches
+//   halo_conv_probe time-all     time (N,56,56), N = 1 4 8 16 32, and
+//                                (N,224,224), N = 1 8 32
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#define CHECK(x)                                                                                   \
+  do {                                                                                             \
+    cudaError_t e_ = (x);                                                                          \
+    if (e_ != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+constexpr int kC = 64;                     // channels in and out
+constexpr int kTaps = 9;
+constexpr int kTileM = 128;                // positions per tile
+constexpr int kThreads = 384;              // producer + two consumer warpgroups
+constexpr int kRowBytes = kC * 2;          // one position (or one filter row) in smem
+constexpr int kTapBytes = kC * kRowBytes;  // one tap of B: 8 KB
+constexpr int kWeightBytes = kTaps * kTapBytes;
+constexpr int kWideBW = kTileM + 2;        // halo row of a wide tile
+static_assert(kWeightBytes % 1024 == 0, "the halo stages must start on a 1024-byte boundary");
+
+struct Params {
+  int height, width;
+  int wide;              // tiling kind, see the top of the file
+  int bw;                // halo positions a row
+  int segs;              // wide: tiles per output row
+  int tiles_per_image, tiles;
+  int halo_bytes;        // BW * R rows of 128 bytes: the TMA transaction
+  int stage_bytes;       // halo_bytes rounded up to 1024
+  int stages;
+  const float* bias;
+  __half* y;
+};
+
+// ---- PTX wrappers
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// Returns once the phase of the given parity has completed; on a fresh barrier
+// (in phase 0) parity 1 counts as completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred P1;\n"
+      "LAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\n"
+      "bra LAB_WAIT;\n"
+      "DONE:\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
+          "r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
+                                            int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+      "%5}], [%6];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// wgmma descriptor of a K-major, 128B-swizzled operand at smem address addr:
+// low word start >> 4 and LBO (unused, 1); high word SBO = 8 rows of 128 bytes,
+// base offset 0, 128B swizzle. Adding n to the low word moves the start by
+// 16 n bytes: smem addresses are below 2^18, so the 14-bit field never carries.
+constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t desc_lo(uint32_t addr) { return ((addr & 0x3FFFF) >> 4) | (1u << 16); }
+__device__ __forceinline__ uint64_t desc(uint32_t lo) { return (uint64_t(kDescHi) << 32) | lo; }
+
+// D = A * B (+ D if accumulate), m64n64k16, A and B K-major in shared memory.
+__device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// ---- The kernel
+struct Tile {
+  int n, h0, w0, a0;  // see the top of the file
+};
+
+__device__ __forceinline__ Tile decode(const Params& p, int tile) {
+  const int n = tile / p.tiles_per_image, t = tile % p.tiles_per_image;
+  if (p.wide) return {n, t / p.segs, (t % p.segs) * kTileM, 0};
+  const int p0 = t * kTileM, h0 = p0 / p.bw;
+  return {n, h0, 0, p0 - h0 * p.bw};
+}
+
+// Taps r * 3 + s in [kTap0, kTap1) of one 64-row chain; a_lo: the descriptor
+// (low word) of the chain's position 0 in the halo, b_lo: that of tap 0 of B.
+template <int kTap0, int kTap1>
+__device__ __forceinline__ void conv_taps(float (&d)[32], uint32_t a_lo, int bw, uint32_t b_lo) {
+#pragma unroll
+  for (int tap = kTap0; tap < kTap1; ++tap) {
+    const uint32_t a_tap = a_lo + uint32_t((tap / 3) * bw + tap % 3) * (kRowBytes / 16);
+    const uint32_t b_tap = b_lo + tap * (kTapBytes / 16);
+#pragma unroll
+    for (int j = 0; j < kC / 16; ++j)  // 16 channels = 32 bytes along the row
+      wgmma_64x64x16(d, desc(a_tap + 2 * j), desc(b_tap + 2 * j), tap > 0 || j > 0);
+  }
+}
+
+// Rows first_row .. first_row + 15 of the tile, this warp's share of one chain.
+// D fragment: rows lane / 4 (+ 8), columns 8 i + 2 (lane % 4) (+ 1).
+__device__ __forceinline__ void store_rows(const Params& p, const Tile& t, int first_row, const float (&d)[32],
+                                           const float (&bias)[16]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    const int q = t.a0 + first_row + lane / 4 + 8 * hi;
+    const int dh = q / p.bw;
+    const int h = t.h0 + dh, w = t.w0 + q - dh * p.bw;
+    if (h >= p.height || w >= p.width) continue;  // junk position
+    __half* out = p.y + ((size_t(t.n) * p.height + h) * p.width + w) * kC + 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      *reinterpret_cast<__half2*>(out + 8 * i) = __floats2half2_rn(fmaxf(d[4 * i + 2 * hi] + bias[2 * i], 0.f),
+                                                                   fmaxf(d[4 * i + 2 * hi + 1] + bias[2 * i + 1], 0.f));
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    halo_conv(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, const Params p) {
+  extern __shared__ uint8_t smem_raw[];
+  // Every TMA destination on a 1024-byte boundary: the swizzle pattern's start.
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const uint32_t weights = smem_addr(smem);
+  const uint32_t halo = weights + kWeightBytes;  // stage s at halo + s * stage_bytes
+  const uint32_t wbar = halo + p.stages * p.stage_bytes;
+  const uint32_t turn = wbar + 8;              // turn[c] at turn + 8 c
+  const uint32_t full = turn + 16;             // full[s] at full + 8 s
+  const uint32_t empty = full + 8 * p.stages;  // empty[s] at empty + 8 s
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  if (tid == 0) {
+    mbar_init(wbar, 1);
+    mbar_init(turn, 1);
+    mbar_init(turn + 8, 1);
+    for (int s = 0; s < p.stages; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, 4);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();  // the only CTA-wide barrier: the producer's idle threads exit below
+
+  if (wg == 0) {
+    if (tid != 0) return;
+    mbar_expect_tx(wbar, kWeightBytes);
+    for (int t = 0; t < kTaps; ++t) tma_load_2d(weights + t * kTapBytes, &wmap, wbar, 0, t * kC);
+    // The CTA's k-th tile goes to stage k % S, its u = k / S-th use. Use u waits
+    // for the consumers' release of use u - 1, i.e. the empty barrier's phase
+    // u - 1, parity (u & 1) ^ 1, which a fresh barrier passes for u = 0.
+    for (int k = 0, tile = blockIdx.x; tile < p.tiles; ++k, tile += gridDim.x) {
+      const int s = k % p.stages, u = k / p.stages;
+      mbar_wait(empty + 8 * s, (u & 1) ^ 1);
+      const Tile t = decode(p, tile);
+      mbar_expect_tx(full + 8 * s, p.halo_bytes);  // out-of-bounds zeros count as bytes too
+      tma_load_4d(halo + s * p.stage_bytes, &xmap, full + 8 * s, 0, t.w0 - 1, t.h0 - 1, t.n);
+    }
+    return;
+  }
+
+  const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32;
+  const uint32_t b_lo = desc_lo(weights);
+  float bias[16];  // channels 8 i + 2 (lane % 4) (+ 1)
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float2 b = __ldg(reinterpret_cast<const float2*>(p.bias + 8 * i + 2 * (lane % 4)));
+    bias[2 * i] = b.x;
+    bias[2 * i + 1] = b.y;
+  }
+  mbar_wait(wbar, 0);
+  for (int k = c, tile = blockIdx.x + c * gridDim.x; tile < p.tiles; k += 2, tile += 2 * gridDim.x) {
+    // This consumer's j-th tile waits for phase j - 1 + c of its turn barrier,
+    // which the other consumer completes with tile k - 1 (consumer 0's first
+    // wait, parity 1 on a fresh barrier, passes).
+    const int j = k / 2;
+    mbar_wait(turn + 8 * c, (j & 1) ^ (c ^ 1));
+    // Use u = k / S of the stage waits for the full barrier's phase u, parity
+    // u & 1, which returns at once while the barrier is still in phase u - 1.
+    // That phase (tile k - S) may be the other consumer's; but tile k - 1
+    // passed its full wait before handing over the turn, so the tiles pass
+    // their full waits in k order and phase u - 1 has completed here.
+    const int s = k % p.stages, u = k / p.stages;
+    mbar_wait(full + 8 * s, u & 1);
+
+    const Tile t = decode(p, tile);
+    const uint32_t a_lo = desc_lo(halo + s * p.stage_bytes + t.a0 * kRowBytes);
+    const uint32_t a_lo1 = a_lo + 64 * kRowBytes / 16;
+    float d0[32], d1[32];  // rows 0-63 and 64-127 of the tile
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // the last epilogue read d0, d1
+    conv_taps<0, kTaps>(d0, a_lo, p.bw, b_lo);
+    wgmma_commit();
+    conv_taps<0, kTaps - 1>(d1, a_lo1, p.bw, b_lo);
+    wgmma_commit();
+    conv_taps<kTaps - 1, kTaps>(d1, a_lo1, p.bw, b_lo);
+    wgmma_commit();
+    // Hand the tensor cores over with the last tap's 4 wgmmas still queued, so
+    // the other consumer's first ones queue right behind them.
+    wgmma_wait<1>();
+    if (tid % 128 == 0) mbar_arrive(turn + 8 * (c ^ 1));
+    wgmma_wait<0>();
+    if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
+
+    store_rows(p, t, 16 * warp, d0, bias);
+    store_rows(p, t, 64 + 16 * warp, d1, bias);
+  }
+}
+
+// ---- Host
+static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  if (!fn) {
+    void* pfn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &pfn, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !pfn) {
+      std::fprintf(stderr, "cuTensorMapEncodeTiled not found\n");
+      std::exit(1);
+    }
+    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(pfn);
+  }
+  return fn;
+}
+
+static void encode(CUtensorMap* map, void* ptr, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
+                   const cuuint32_t* box, const char* what) {
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  const CUresult r = encode_tiled()(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, ptr, dims, strides, box, unit,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled(%s) failed: %d\n", what, int(r));
+    std::exit(1);
+  }
+}
+
+struct Conv {
+  int n, h, w;
+  Params p{};
+  CUtensorMap xmap, wmap;
+  __half *x = nullptr, *wt = nullptr, *y = nullptr;
+  float* bias = nullptr;
+  size_t smem = 0;
+  int max_grid = 0;  // CTAs resident at once
+
+  // x NHWC, k HWIO, both as host floats already rounded to half; b per output channel.
+  Conv(int n_, int h_, int w_, const std::vector<float>& hx, const std::vector<float>& hk,
+       const std::vector<float>& hb)
+      : n(n_), h(h_), w(w_) {
+    p.height = h;
+    p.width = w;
+    p.wide = w + 2 > kWideBW;
+    p.bw = p.wide ? kWideBW : w + 2;
+    const int rows = p.wide ? 3 : 3 + (129 + p.bw - 1) / p.bw;
+    p.segs = (w + kTileM - 1) / kTileM;
+    p.tiles_per_image = p.wide ? h * p.segs : (h * p.bw + kTileM - 1) / kTileM;
+    p.tiles = n * p.tiles_per_image;
+    p.halo_bytes = p.bw * rows * kRowBytes;
+    p.stage_bytes = (p.halo_bytes + 1023) / 1024 * 1024;
+    int dev = 0, optin = 0, sms = 0;
+    CHECK(cudaGetDevice(&dev));
+    CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    // Alignment slack, B, the wbar and turn barriers; then per stage its halo and two barriers.
+    const size_t fixed = 1024 + kWeightBytes + 3 * 8;
+    p.stages = int((optin - fixed) / (p.stage_bytes + 16));
+    if (p.stages < 2) {
+      std::fprintf(stderr, "two halo stages of %d bytes do not fit beside the weights\n", p.stage_bytes);
+      std::exit(1);
+    }
+    smem = fixed + size_t(p.stages) * (p.stage_bytes + 16);
+
+    const size_t xs = size_t(n) * h * w * kC;
+    std::vector<__half> x16(xs), wt16(size_t(kTaps) * kC * kC);
+    for (size_t i = 0; i < xs; ++i) x16[i] = __float2half(hx[i]);
+    for (int t = 0; t < kTaps; ++t)  // HWIO -> [tap][co][ci]
+      for (int ci = 0; ci < kC; ++ci)
+        for (int co = 0; co < kC; ++co)
+          wt16[(size_t(t) * kC + co) * kC + ci] = __float2half(hk[(size_t(t) * kC + ci) * kC + co]);
+    CHECK(cudaMalloc(&x, xs * sizeof(__half)));
+    CHECK(cudaMalloc(&y, xs * sizeof(__half)));
+    CHECK(cudaMalloc(&wt, wt16.size() * sizeof(__half)));
+    CHECK(cudaMalloc(&bias, kC * sizeof(float)));
+    CHECK(cudaMemcpy(x, x16.data(), xs * sizeof(__half), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(wt, wt16.data(), wt16.size() * sizeof(__half), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(bias, hb.data(), kC * sizeof(float), cudaMemcpyHostToDevice));
+    p.bias = bias;
+    p.y = y;
+
+    // x as (C, W, H, N), innermost first; strides in bytes of dims 1..3.
+    const cuuint64_t xdims[4] = {kC, cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
+    const cuuint64_t xstrides[3] = {kRowBytes, cuuint64_t(w) * kRowBytes, cuuint64_t(h) * w * kRowBytes};
+    const cuuint32_t xbox[4] = {kC, cuuint32_t(p.bw), cuuint32_t(rows), 1};
+    encode(&xmap, x, 4, xdims, xstrides, xbox, "x halo");
+    // B as (ci, tap * 64 + co): one box per tap.
+    const cuuint64_t wdims[2] = {kC, kTaps * kC};
+    const cuuint64_t wstrides[1] = {kRowBytes};
+    const cuuint32_t wbox[2] = {kC, kC};
+    encode(&wmap, wt, 2, wdims, wstrides, wbox, "weights");
+
+    CHECK(cudaFuncSetAttribute(halo_conv, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    int per_sm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, halo_conv, kThreads, smem));
+    if (per_sm < 1) {
+      std::fprintf(stderr, "halo_conv does not fit an SM with %zu bytes of shared memory\n", smem);
+      std::exit(1);
+    }
+    max_grid = per_sm * sms;
+  }
+  ~Conv() {
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(wt);
+    cudaFree(bias);
+  }
+  void run(int grid) {
+    halo_conv<<<std::min(grid, p.tiles), kThreads, smem>>>(xmap, wmap, p);
+    CHECK(cudaGetLastError());
+  }
+};
+
+static void random_inputs(int n, int h, int w, std::vector<float>& x, std::vector<float>& k, std::vector<float>& b) {
+  std::mt19937 rng(12345u + n * 1000003u + h * 1009u + w);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  x.resize(size_t(n) * h * w * kC);
+  k.resize(size_t(kTaps) * kC * kC);
+  b.resize(kC);
+  // Rounded to half here so that the reference sees the kernel's inputs; k
+  // scaled by 1/sqrt(9 * 64) so that outputs stay O(1).
+  for (auto& v : x) v = __half2float(__float2half(u(rng)));
+  for (auto& v : k) v = __half2float(__float2half(u(rng) / 24.f));
+  for (auto& v : b) v = 0.5f * u(rng);
+}
+
+// max(conv(x, k) + b, 0)
+static std::vector<float> reference(int n, int h, int w, const std::vector<float>& x, const std::vector<float>& k,
+                                    const std::vector<float>& b) {
+  std::vector<float> y(size_t(n) * h * w * kC);
+  for (int bi = 0; bi < n; ++bi)
+    for (int i = 0; i < h; ++i)
+      for (int j = 0; j < w; ++j) {
+        float* out = &y[((size_t(bi) * h + i) * w + j) * kC];
+        for (int co = 0; co < kC; ++co) out[co] = b[co];
+        for (int r = 0; r < 3; ++r)
+          for (int s = 0; s < 3; ++s) {
+            const int ii = i + r - 1, jj = j + s - 1;
+            if (ii < 0 || ii >= h || jj < 0 || jj >= w) continue;
+            const float* in = &x[((size_t(bi) * h + ii) * w + jj) * kC];
+            const float* kk = &k[size_t(r * 3 + s) * kC * kC];
+            for (int ci = 0; ci < kC; ++ci)
+              for (int co = 0; co < kC; ++co) out[co] += in[ci] * kk[ci * kC + co];
+          }
+        for (int co = 0; co < kC; ++co) out[co] = std::max(out[co], 0.f);
+      }
+  return y;
+}
+
+static int check() {
+  const int shapes[7][3] = {{1, 7, 7}, {2, 13, 13}, {1, 56, 56}, {3, 9, 30}, {1, 9, 128}, {1, 20, 224}, {2, 5, 150}};
+  bool all_ok = true;
+  for (const auto& sh : shapes) {
+    const int n = sh[0], h = sh[1], w = sh[2];
+    std::vector<float> x, k, b;
+    random_inputs(n, h, w, x, k, b);
+    const std::vector<float> ref = reference(n, h, w, x, k, b);
+    float max_ref = 0.f;
+    for (float v : ref) max_ref = std::max(max_ref, std::fabs(v));
+    Conv conv(n, h, w, x, k, b);
+    std::vector<__half> y(ref.size());
+    // One tile per CTA, ~3 per CTA, one per SM or fewer, all in one CTA (the ring wraps).
+    const int grids[4] = {conv.p.tiles, std::max(1, (conv.p.tiles + 2) / 3), conv.max_grid, 1};
+    for (int grid : grids) {
+      CHECK(cudaMemset(conv.y, 0xff, y.size() * sizeof(__half)));  // NaN: a pixel left unwritten fails
+      conv.run(grid);
+      CHECK(cudaDeviceSynchronize());
+      CHECK(cudaMemcpy(y.data(), conv.y, y.size() * sizeof(__half), cudaMemcpyDeviceToHost));
+      float err = 0.f;
+      for (size_t i = 0; i < y.size(); ++i) {
+        const float e = std::fabs(__half2float(y[i]) - ref[i]);
+        err = std::isnan(e) ? INFINITY : std::max(err, e);
+      }
+      const bool pass = err <= 2e-2f * std::max(1.f, max_ref);
+      all_ok = all_ok && pass;
+      std::printf("check %d %d %d %s stages=%d tiles=%d grid=%d max_abs_err=%.3g max_ref=%.3g %s\n", n, h, w,
+                  conv.p.wide ? "wide" : "narrow", conv.p.stages, conv.p.tiles, std::min(grid, conv.p.tiles), err,
+                  max_ref, pass ? "PASS" : "FAIL");
+    }
+  }
+  std::printf("check %s\n", all_ok ? "PASS" : "FAIL");
+  return all_ok ? 0 : 1;
+}
+
+static void time_conv(int n, int h, int w) {
+  std::vector<float> x, k, b;
+  random_inputs(n, h, w, x, k, b);
+  Conv conv(n, h, w, x, k, b);
+  const int grid = std::min(conv.max_grid, conv.p.tiles);
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 10; ++i) conv.run(grid);
+  CHECK(cudaDeviceSynchronize());
+  constexpr int kLaunches = 20, kRounds = 3;
+  std::vector<float> us;
+  for (int round = 0; round < kRounds; ++round) {
+    CHECK(cudaEventRecord(start));
+    for (int i = 0; i < kLaunches; ++i) conv.run(grid);
+    CHECK(cudaEventRecord(stop));
+    CHECK(cudaEventSynchronize(stop));
+    float ms = 0.f;
+    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    us.push_back(ms * 1e3f / kLaunches);
+  }
+  std::sort(us.begin(), us.end());
+  const double flops = 2.0 * n * h * w * kC * kC * kTaps;  // real pixels only
+  std::printf("time %d %d %d %s stages=%d tiles=%d grid=%d us_per_conv=%.2f tflops=%.2f\n", n, h, w,
+              conv.p.wide ? "wide" : "narrow", conv.p.stages, conv.p.tiles, grid, us[kRounds / 2],
+              flops / (us[kRounds / 2] * 1e-6) / 1e12);
+  CHECK(cudaEventDestroy(start));
+  CHECK(cudaEventDestroy(stop));
+}
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && !std::strcmp(argv[1], "check")) return check();
+  if (argc >= 5 && !std::strcmp(argv[1], "time")) {
+    time_conv(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]));
+    return 0;
+  }
+  if (argc >= 2 && !std::strcmp(argv[1], "time-all")) {
+    for (int n : {1, 4, 8, 16, 32}) time_conv(n, 56, 56);
+    for (int n : {1, 8, 32}) time_conv(n, 224, 224);
+    return 0;
+  }
+  std::fprintf(stderr, "usage: %s check | time N H W | time-all\n", argv[0]);
+  return 2;
+}
