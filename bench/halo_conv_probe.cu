@@ -2,8 +2,8 @@
 // output tile, as a halo, and feeds all 9 filter taps to wgmma from that one
 // shared-memory buffer by shifting the A descriptor's start per tap (the
 // project's conv loads A once per tap through TMA's im2col mode: 9x the bytes).
-// C = Cout = 64, half inputs, fp32 accumulation, per-channel bias and ReLU in
-// the epilogue, half output.
+// C_in = 64 CB (CB >= 1 channel blocks), C_out = 64, half inputs, fp32
+// accumulation, per-channel bias and ReLU in the epilogue, half output.
 //
 // Measured on an H200: with the descriptor's base offset (bits 49-51) left 0,
 // the A start may move by any number of 128-byte rows off the 1024-byte
@@ -26,34 +26,45 @@
 //     from any a0 < BW). Columns W, W + 1 of the grid are junk.
 //   wide (W + 2 > 130, e.g. VGG's 224): a tile is 128 positions of one output
 //     row, w0 = 128 j; BW = 130, R = 3, a0 = 0; positions w0 + i >= W are junk.
-// The halo is the box (64 C, BW, R, 1) of x viewed as (C, W, H, N) at
-// (0, w0 - 1, h0 - 1, n); TMA fills its out-of-bounds parts with zeros, which
-// is the SAME padding. B: the filter, transposed on the host to [tap][co][ci]
-// (K-major, like A), all 9 taps (72 KB) loaded once per CTA.
+// A tile is CB units, one per channel block cb: the halo of channels
+// [64 cb, +64), the box (64 C, BW, R, 1) of x viewed as (C_in, W, H, N) at
+// (64 cb, w0 - 1, h0 - 1, n) (TMA fills its out-of-bounds parts with zeros,
+// which is the SAME padding), and block cb of B: the filter, transposed on the
+// host to [cb][tap][co][ci] (K-major, like A), 9 taps of 64x64 = 72 KB.
 //
 // Pipeline. Persistent CTAs (grid = min(tiles, SMs)), 3 warpgroups. Warpgroup
-// 0 is the producer: one thread issues every TMA, into a ring of S halo stages
-// (as many as fit beside the weights), each with a "full" mbarrier (TMA
-// transaction bytes) and an "empty" one (one arrival per consumer warp, after
-// the warp's wgmmas reading the stage have completed). Warpgroups 1 and 2 are
-// consumers in pingpong: consumer c takes the CTA's tiles k = c, c + 2, ...
-// and computes the whole 128x64 tile, two m64n64k16 chains (rows 0-63 and
-// 64-127) of 36 wgmmas. A pair of "turn" mbarriers makes the consumers issue
-// in alternation: each hands the tensor cores over when only its last tap's
-// wgmmas remain, so its epilogue runs under the other's MMAs. The turns also
-// order the tiles' full-barrier waits in k, which the parity waits on a ring
-// shared by two consumers rely on (see the consumer loop).
+// 0 is the producer: one thread issues every TMA, into a ring of S stages (as
+// many as fit), one unit each, each with a "full" mbarrier (TMA transaction
+// bytes) and an "empty" one (one arrival per consumer warp, after the warp's
+// wgmmas reading the stage have completed). CB = 1: B is resident (loaded once
+// per CTA) and a stage is just a halo (S >= 2). CB > 1: B no longer fits
+// whole, so a stage is the halo plus its 72 KB block of B, both on the stage's
+// full barrier; S = 1 at W = 56 (and wide), 2 at W <= 30: loads of one unit
+// overlap the MMAs of another only at S = 2. Warpgroups 1 and 2 are consumers
+// in pingpong: consumer c takes the CTA's tiles k = c, c + 2, ... and
+// computes the whole 128x64 tile, two m64n64k16 chains (rows 0-63 and 64-127)
+// of 36 wgmmas per unit, accumulating over the CB units. A pair of "turn"
+// mbarriers makes the consumers issue in alternation, a whole tile each: each
+// hands the tensor cores over when only its last unit's last tap's wgmmas
+// remain, so its epilogue runs under the other's MMAs. The turns also order
+// the units' full-barrier waits in ring order, which the parity waits on a
+// ring shared by two consumers rely on (see the consumer loop).
 //
 // Built by `HARNESS=halo_conv_probe bench/gemm_vs_cutlass.sh`.
-//   halo_conv_probe check        (N,H,W) = (1,7,7), (2,13,13), (1,56,56),
-//                                (3,9,30), (1,9,128) (narrow, S = 2),
-//                                (1,20,224), (2,5,150) (wide) against a CPU
-//                                reference; grids of one tile per CTA, ~3
-//                                tiles per CTA, min(tiles, SMs) and one CTA
-//                                (the ring wraps); exits 1 if any fails
-//   halo_conv_probe time N H W   median of 3 rounds of 20 launches
-//   halo_conv_probe time-all     time (N,56,56), N = 1 4 8 16 32, and
-//                                (N,224,224), N = 1 8 32
+//   halo_conv_probe check        C_in = 64: (N,H,W) = (1,7,7), (2,13,13),
+//                                (1,56,56), (3,9,30), (1,9,128) (narrow,
+//                                S = 2), (1,20,224), (2,5,150) (wide);
+//                                C_in = 128: (2,13,13), (1,14,14); C_in = 256:
+//                                (1,7,7), (2,9,30); against a CPU reference;
+//                                grids of one tile per CTA, ~3 tiles per CTA,
+//                                min(tiles, SMs) and one CTA (the ring wraps);
+//                                exits 1 if any fails
+//   halo_conv_probe time N H W [C_in]  median of 3 rounds of 20 launches
+//   halo_conv_probe time-all     time C_in = 64 on (N,56,56), N = 1 4 8 16 32,
+//                                and (N,224,224), N = 1 8 32; then ResNet's
+//                                deeper layers' inputs with C_out kept 64:
+//                                (N,28,28,128), (N,14,14,256), (N,7,7,512),
+//                                N = 1 8 32
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -71,15 +82,15 @@
 
 #include "cuda_exit_check.h"
 
-constexpr int kC = 64;                     // channels in and out
+constexpr int kC = 64;                     // channels of a block of C_in; C_out
 constexpr int kTaps = 9;
 constexpr int kTileM = 128;                // positions per tile
 constexpr int kThreads = 384;              // producer + two consumer warpgroups
 constexpr int kRowBytes = kC * 2;          // one position (or one filter row) in smem
 constexpr int kTapBytes = kC * kRowBytes;  // one tap of B: 8 KB
-constexpr int kWeightBytes = kTaps * kTapBytes;
+constexpr int kWeightBytes = kTaps * kTapBytes;  // one channel block of B
 constexpr int kWideBW = kTileM + 2;        // halo row of a wide tile
-static_assert(kWeightBytes % 1024 == 0, "the halo stages must start on a 1024-byte boundary");
+static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
 
 struct Params {
   int height, width;
@@ -87,8 +98,10 @@ struct Params {
   int bw;                // halo positions a row
   int segs;              // wide: tiles per output row
   int tiles_per_image, tiles;
-  int halo_bytes;        // BW * R rows of 128 bytes: the TMA transaction
-  int stage_bytes;       // halo_bytes rounded up to 1024
+  int cb;                // channel blocks of C_in: units per tile
+  int halo_bytes;        // BW * R rows of 128 bytes: the halo's TMA transaction
+  int halo_stage_bytes;  // halo_bytes rounded up to 1024: where a stage's B block starts
+  int stage_bytes;       // halo_stage_bytes, plus kWeightBytes if cb > 1
   int stages;
   const float* bias;
   __half* y;
@@ -190,16 +203,17 @@ __device__ __forceinline__ Tile decode(const Params& p, int tile) {
 }
 
 // Taps r * 3 + s in [kTap0, kTap1) of one 64-row chain; a_lo: the descriptor
-// (low word) of the chain's position 0 in the halo, b_lo: that of tap 0 of B.
+// (low word) of the chain's position 0 in the halo, b_lo: that of tap 0 of
+// the block of B; acc: whether d already holds earlier channel blocks' sums.
 template <int kTap0, int kTap1>
-__device__ __forceinline__ void conv_taps(float (&d)[32], uint32_t a_lo, int bw, uint32_t b_lo) {
+__device__ __forceinline__ void conv_taps(float (&d)[32], uint32_t a_lo, int bw, uint32_t b_lo, int acc) {
 #pragma unroll
   for (int tap = kTap0; tap < kTap1; ++tap) {
     const uint32_t a_tap = a_lo + uint32_t((tap / 3) * bw + tap % 3) * (kRowBytes / 16);
     const uint32_t b_tap = b_lo + tap * (kTapBytes / 16);
 #pragma unroll
     for (int j = 0; j < kC / 16; ++j)  // 16 channels = 32 bytes along the row
-      wgmma_64x64x16(d, desc(a_tap + 2 * j), desc(b_tap + 2 * j), tap > 0 || j > 0);
+      wgmma_64x64x16(d, desc(a_tap + 2 * j), desc(b_tap + 2 * j), acc | (tap > 0) | (j > 0));
   }
 }
 
@@ -227,8 +241,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   // Every TMA destination on a 1024-byte boundary: the swizzle pattern's start.
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const uint32_t weights = smem_addr(smem);
-  const uint32_t halo = weights + kWeightBytes;  // stage s at halo + s * stage_bytes
+  const uint32_t weights = smem_addr(smem);  // resident B when cb == 1
+  const uint32_t halo = weights + (p.cb == 1 ? kWeightBytes : 0);  // stage s at halo + s * stage_bytes
   const uint32_t wbar = halo + p.stages * p.stage_bytes;
   const uint32_t turn = wbar + 8;              // turn[c] at turn + 8 c
   const uint32_t full = turn + 16;             // full[s] at full + 8 s
@@ -250,23 +264,33 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (wg == 0) {
     if (tid != 0) return;
-    mbar_expect_tx(wbar, kWeightBytes);
-    for (int t = 0; t < kTaps; ++t) tma_load_2d(weights + t * kTapBytes, &wmap, wbar, 0, t * kC);
-    // The CTA's k-th tile goes to stage k % S, its u = k / S-th use. Use u waits
-    // for the consumers' release of use u - 1, i.e. the empty barrier's phase
-    // u - 1, parity (u & 1) ^ 1, which a fresh barrier passes for u = 0.
-    for (int k = 0, tile = blockIdx.x; tile < p.tiles; ++k, tile += gridDim.x) {
-      const int s = k % p.stages, u = k / p.stages;
-      mbar_wait(empty + 8 * s, (u & 1) ^ 1);
+    if (p.cb == 1) {
+      mbar_expect_tx(wbar, kWeightBytes);
+      for (int t = 0; t < kTaps; ++t) tma_load_2d(weights + t * kTapBytes, &wmap, wbar, 0, t * kC);
+    }
+    const int tx_bytes = p.halo_bytes + (p.cb == 1 ? 0 : kWeightBytes);  // out-of-bounds zeros count too
+    // Unit v = k * CB + cb (the CTA's k-th tile, block cb) goes to stage v % S,
+    // its u = v / S-th use. Use u waits for the consumers' release of use
+    // u - 1, i.e. the empty barrier's phase u - 1, parity (u & 1) ^ 1, which a
+    // fresh barrier passes for u = 0.
+    for (int v = 0, tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
       const Tile t = decode(p, tile);
-      mbar_expect_tx(full + 8 * s, p.halo_bytes);  // out-of-bounds zeros count as bytes too
-      tma_load_4d(halo + s * p.stage_bytes, &xmap, full + 8 * s, 0, t.w0 - 1, t.h0 - 1, t.n);
+      for (int cb = 0; cb < p.cb; ++cb, ++v) {
+        const int s = v % p.stages, u = v / p.stages;
+        const uint32_t stage = halo + s * p.stage_bytes;
+        mbar_wait(empty + 8 * s, (u & 1) ^ 1);
+        mbar_expect_tx(full + 8 * s, tx_bytes);
+        tma_load_4d(stage, &xmap, full + 8 * s, cb * kC, t.w0 - 1, t.h0 - 1, t.n);
+        if (p.cb > 1)
+          for (int tap = 0; tap < kTaps; ++tap)
+            tma_load_2d(stage + p.halo_stage_bytes + tap * kTapBytes, &wmap, full + 8 * s, 0,
+                        (cb * kTaps + tap) * kC);
+      }
     }
     return;
   }
 
   const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32;
-  const uint32_t b_lo = desc_lo(weights);
   float bias[16];  // channels 8 i + 2 (lane % 4) (+ 1)
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -274,38 +298,47 @@ __global__ void __launch_bounds__(kThreads, 1)
     bias[2 * i] = b.x;
     bias[2 * i + 1] = b.y;
   }
-  mbar_wait(wbar, 0);
+  if (p.cb == 1) mbar_wait(wbar, 0);
   for (int k = c, tile = blockIdx.x + c * gridDim.x; tile < p.tiles; k += 2, tile += 2 * gridDim.x) {
     // This consumer's j-th tile waits for phase j - 1 + c of its turn barrier,
     // which the other consumer completes with tile k - 1 (consumer 0's first
     // wait, parity 1 on a fresh barrier, passes).
     const int j = k / 2;
     mbar_wait(turn + 8 * c, (j & 1) ^ (c ^ 1));
-    // Use u = k / S of the stage waits for the full barrier's phase u, parity
-    // u & 1, which returns at once while the barrier is still in phase u - 1.
-    // That phase (tile k - S) may be the other consumer's; but tile k - 1
-    // passed its full wait before handing over the turn, so the tiles pass
-    // their full waits in k order and phase u - 1 has completed here.
-    const int s = k % p.stages, u = k / p.stages;
-    mbar_wait(full + 8 * s, u & 1);
 
     const Tile t = decode(p, tile);
-    const uint32_t a_lo = desc_lo(halo + s * p.stage_bytes + t.a0 * kRowBytes);
-    const uint32_t a_lo1 = a_lo + 64 * kRowBytes / 16;
     float d0[32], d1[32];  // rows 0-63 and 64-127 of the tile
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // the last epilogue read d0, d1
-    conv_taps<0, kTaps>(d0, a_lo, p.bw, b_lo);
-    wgmma_commit();
-    conv_taps<0, kTaps - 1>(d1, a_lo1, p.bw, b_lo);
-    wgmma_commit();
-    conv_taps<kTaps - 1, kTaps>(d1, a_lo1, p.bw, b_lo);
-    wgmma_commit();
-    // Hand the tensor cores over with the last tap's 4 wgmmas still queued, so
-    // the other consumer's first ones queue right behind them.
-    wgmma_wait<1>();
-    if (tid % 128 == 0) mbar_arrive(turn + 8 * (c ^ 1));
-    wgmma_wait<0>();
-    if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
+    for (int cb = 0; cb < p.cb; ++cb) {
+      // Use u = v / S of the stage waits for the full barrier's phase u, parity
+      // u & 1, which returns at once while the barrier is still in phase
+      // u - 1. That phase (unit v - S) may be the other consumer's; but the
+      // tiles' units are consecutive in v, this consumer passes its own in
+      // order, and tile k - 1 passed its last unit's full wait before handing
+      // over the turn, so the units pass their full waits in v order and
+      // phase u - 1 has completed here.
+      const int v = k * p.cb + cb, s = v % p.stages, u = v / p.stages;
+      const uint32_t stage = halo + s * p.stage_bytes;
+      mbar_wait(full + 8 * s, u & 1);
+
+      const uint32_t a_lo = desc_lo(stage + t.a0 * kRowBytes);
+      const uint32_t a_lo1 = a_lo + 64 * kRowBytes / 16;
+      const uint32_t b_lo = desc_lo(p.cb == 1 ? weights : stage + p.halo_stage_bytes);
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // the last epilogue read d0, d1
+      conv_taps<0, kTaps>(d0, a_lo, p.bw, b_lo, cb > 0);
+      wgmma_commit();
+      conv_taps<0, kTaps - 1>(d1, a_lo1, p.bw, b_lo, cb > 0);
+      wgmma_commit();
+      conv_taps<kTaps - 1, kTaps>(d1, a_lo1, p.bw, b_lo, cb > 0);
+      wgmma_commit();
+      if (cb == p.cb - 1) {
+        // Hand the tensor cores over with the last tap's 4 wgmmas still queued,
+        // so the other consumer's first ones queue right behind them.
+        wgmma_wait<1>();
+        if (tid % 128 == 0) mbar_arrive(turn + 8 * (c ^ 1));
+      }
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
+    }
 
     store_rows(p, t, 16 * warp, d0, bias);
     store_rows(p, t, 64 + 16 * warp, d1, bias);
@@ -341,7 +374,7 @@ static void encode(CUtensorMap* map, void* ptr, int rank, const cuuint64_t* dims
 }
 
 struct Conv {
-  int n, h, w;
+  int n, h, w, cin;
   Params p{};
   CUtensorMap xmap, wmap;
   __half *x = nullptr, *wt = nullptr, *y = nullptr;
@@ -350,9 +383,9 @@ struct Conv {
   int max_grid = 0;  // CTAs resident at once
 
   // x NHWC, k HWIO, both as host floats already rounded to half; b per output channel.
-  Conv(int n_, int h_, int w_, const std::vector<float>& hx, const std::vector<float>& hk,
+  Conv(int n_, int h_, int w_, int cin_, const std::vector<float>& hx, const std::vector<float>& hk,
        const std::vector<float>& hb)
-      : n(n_), h(h_), w(w_) {
+      : n(n_), h(h_), w(w_), cin(cin_) {
     p.height = h;
     p.width = w;
     p.wide = w + 2 > kWideBW;
@@ -361,30 +394,37 @@ struct Conv {
     p.segs = (w + kTileM - 1) / kTileM;
     p.tiles_per_image = p.wide ? h * p.segs : (h * p.bw + kTileM - 1) / kTileM;
     p.tiles = n * p.tiles_per_image;
+    p.cb = cin / kC;
     p.halo_bytes = p.bw * rows * kRowBytes;
-    p.stage_bytes = (p.halo_bytes + 1023) / 1024 * 1024;
+    p.halo_stage_bytes = (p.halo_bytes + 1023) / 1024 * 1024;
+    p.stage_bytes = p.halo_stage_bytes + (p.cb == 1 ? 0 : kWeightBytes);
     int dev = 0, optin = 0, sms = 0;
     CHECK(cudaGetDevice(&dev));
     CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    // Alignment slack, B, the wbar and turn barriers; then per stage its halo and two barriers.
-    const size_t fixed = 1024 + kWeightBytes + 3 * 8;
+    // Alignment slack, resident B (cb == 1), the wbar and turn barriers; then
+    // per stage its halo (and B block) and two barriers. Streamed B's 72 KB a
+    // stage leaves room for fewer: one is slow but correct.
+    const size_t fixed = 1024 + (p.cb == 1 ? kWeightBytes : 0) + 3 * 8;
+    const int min_stages = p.cb == 1 ? 2 : 1;
     p.stages = int((optin - fixed) / (p.stage_bytes + 16));
-    if (p.stages < 2) {
-      std::fprintf(stderr, "two halo stages of %d bytes do not fit beside the weights\n", p.stage_bytes);
+    if (p.stages < min_stages) {
+      std::fprintf(stderr, "%d stages of %d bytes do not fit\n", min_stages, p.stage_bytes);
       std::exit(1);
     }
     smem = fixed + size_t(p.stages) * (p.stage_bytes + 16);
 
-    const size_t xs = size_t(n) * h * w * kC;
-    std::vector<__half> x16(xs), wt16(size_t(kTaps) * kC * kC);
+    const size_t xs = size_t(n) * h * w * cin, ys = size_t(n) * h * w * kC;
+    std::vector<__half> x16(xs), wt16(size_t(kTaps) * cin * kC);
     for (size_t i = 0; i < xs; ++i) x16[i] = __float2half(hx[i]);
-    for (int t = 0; t < kTaps; ++t)  // HWIO -> [tap][co][ci]
-      for (int ci = 0; ci < kC; ++ci)
-        for (int co = 0; co < kC; ++co)
-          wt16[(size_t(t) * kC + co) * kC + ci] = __float2half(hk[(size_t(t) * kC + ci) * kC + co]);
+    for (int b = 0; b < p.cb; ++b)  // HWIO -> [cb][tap][co][ci]
+      for (int t = 0; t < kTaps; ++t)
+        for (int ci = 0; ci < kC; ++ci)
+          for (int co = 0; co < kC; ++co)
+            wt16[((size_t(b) * kTaps + t) * kC + co) * kC + ci] =
+                __float2half(hk[(size_t(t) * cin + b * kC + ci) * kC + co]);
     CHECK(cudaMalloc(&x, xs * sizeof(__half)));
-    CHECK(cudaMalloc(&y, xs * sizeof(__half)));
+    CHECK(cudaMalloc(&y, ys * sizeof(__half)));
     CHECK(cudaMalloc(&wt, wt16.size() * sizeof(__half)));
     CHECK(cudaMalloc(&bias, kC * sizeof(float)));
     CHECK(cudaMemcpy(x, x16.data(), xs * sizeof(__half), cudaMemcpyHostToDevice));
@@ -393,13 +433,14 @@ struct Conv {
     p.bias = bias;
     p.y = y;
 
-    // x as (C, W, H, N), innermost first; strides in bytes of dims 1..3.
-    const cuuint64_t xdims[4] = {kC, cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
-    const cuuint64_t xstrides[3] = {kRowBytes, cuuint64_t(w) * kRowBytes, cuuint64_t(h) * w * kRowBytes};
+    // x as (C_in, W, H, N), innermost first; strides in bytes of dims 1..3.
+    const cuuint64_t pix = cuuint64_t(cin) * 2;
+    const cuuint64_t xdims[4] = {cuuint64_t(cin), cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
+    const cuuint64_t xstrides[3] = {pix, cuuint64_t(w) * pix, cuuint64_t(h) * w * pix};
     const cuuint32_t xbox[4] = {kC, cuuint32_t(p.bw), cuuint32_t(rows), 1};
     encode(&xmap, x, 4, xdims, xstrides, xbox, "x halo");
-    // B as (ci, tap * 64 + co): one box per tap.
-    const cuuint64_t wdims[2] = {kC, kTaps * kC};
+    // B as (ci, (cb * 9 + tap) * 64 + co): one box per tap of a block.
+    const cuuint64_t wdims[2] = {kC, cuuint64_t(p.cb) * kTaps * kC};
     const cuuint64_t wstrides[1] = {kRowBytes};
     const cuuint32_t wbox[2] = {kC, kC};
     encode(&wmap, wt, 2, wdims, wstrides, wbox, "weights");
@@ -425,22 +466,24 @@ struct Conv {
   }
 };
 
-static void random_inputs(int n, int h, int w, std::vector<float>& x, std::vector<float>& k, std::vector<float>& b) {
-  std::mt19937 rng(12345u + n * 1000003u + h * 1009u + w);
+static void random_inputs(int n, int h, int w, int cin, std::vector<float>& x, std::vector<float>& k,
+                          std::vector<float>& b) {
+  std::mt19937 rng(12345u + n * 1000003u + h * 1009u + w + (cin - kC) * 31u);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  x.resize(size_t(n) * h * w * kC);
-  k.resize(size_t(kTaps) * kC * kC);
+  x.resize(size_t(n) * h * w * cin);
+  k.resize(size_t(kTaps) * cin * kC);
   b.resize(kC);
   // Rounded to half here so that the reference sees the kernel's inputs; k
-  // scaled by 1/sqrt(9 * 64) so that outputs stay O(1).
+  // scaled by 1/sqrt(9 C_in) so that outputs stay O(1).
+  const float scale = std::sqrt(float(kTaps * cin));
   for (auto& v : x) v = __half2float(__float2half(u(rng)));
-  for (auto& v : k) v = __half2float(__float2half(u(rng) / 24.f));
+  for (auto& v : k) v = __half2float(__float2half(u(rng) / scale));
   for (auto& v : b) v = 0.5f * u(rng);
 }
 
 // max(conv(x, k) + b, 0)
-static std::vector<float> reference(int n, int h, int w, const std::vector<float>& x, const std::vector<float>& k,
-                                    const std::vector<float>& b) {
+static std::vector<float> reference(int n, int h, int w, int cin, const std::vector<float>& x,
+                                    const std::vector<float>& k, const std::vector<float>& b) {
   std::vector<float> y(size_t(n) * h * w * kC);
   for (int bi = 0; bi < n; ++bi)
     for (int i = 0; i < h; ++i)
@@ -451,9 +494,9 @@ static std::vector<float> reference(int n, int h, int w, const std::vector<float
           for (int s = 0; s < 3; ++s) {
             const int ii = i + r - 1, jj = j + s - 1;
             if (ii < 0 || ii >= h || jj < 0 || jj >= w) continue;
-            const float* in = &x[((size_t(bi) * h + ii) * w + jj) * kC];
-            const float* kk = &k[size_t(r * 3 + s) * kC * kC];
-            for (int ci = 0; ci < kC; ++ci)
+            const float* in = &x[((size_t(bi) * h + ii) * w + jj) * cin];
+            const float* kk = &k[size_t(r * 3 + s) * cin * kC];
+            for (int ci = 0; ci < cin; ++ci)
               for (int co = 0; co < kC; ++co) out[co] += in[ci] * kk[ci * kC + co];
           }
         for (int co = 0; co < kC; ++co) out[co] = std::max(out[co], 0.f);
@@ -462,16 +505,18 @@ static std::vector<float> reference(int n, int h, int w, const std::vector<float
 }
 
 static int check() {
-  const int shapes[7][3] = {{1, 7, 7}, {2, 13, 13}, {1, 56, 56}, {3, 9, 30}, {1, 9, 128}, {1, 20, 224}, {2, 5, 150}};
+  const int shapes[11][4] = {{1, 7, 7, 64},    {2, 13, 13, 64},  {1, 56, 56, 64},  {3, 9, 30, 64},
+                             {1, 9, 128, 64},  {1, 20, 224, 64}, {2, 5, 150, 64},  {2, 13, 13, 128},
+                             {1, 14, 14, 128}, {1, 7, 7, 256},   {2, 9, 30, 256}};
   bool all_ok = true;
   for (const auto& sh : shapes) {
-    const int n = sh[0], h = sh[1], w = sh[2];
+    const int n = sh[0], h = sh[1], w = sh[2], cin = sh[3];
     std::vector<float> x, k, b;
-    random_inputs(n, h, w, x, k, b);
-    const std::vector<float> ref = reference(n, h, w, x, k, b);
+    random_inputs(n, h, w, cin, x, k, b);
+    const std::vector<float> ref = reference(n, h, w, cin, x, k, b);
     float max_ref = 0.f;
     for (float v : ref) max_ref = std::max(max_ref, std::fabs(v));
-    Conv conv(n, h, w, x, k, b);
+    Conv conv(n, h, w, cin, x, k, b);
     std::vector<__half> y(ref.size());
     // One tile per CTA, ~3 per CTA, one per SM or fewer, all in one CTA (the ring wraps).
     const int grids[4] = {conv.p.tiles, std::max(1, (conv.p.tiles + 2) / 3), conv.max_grid, 1};
@@ -487,19 +532,19 @@ static int check() {
       }
       const bool pass = err <= 2e-2f * std::max(1.f, max_ref);
       all_ok = all_ok && pass;
-      std::printf("check %d %d %d %s stages=%d tiles=%d grid=%d max_abs_err=%.3g max_ref=%.3g %s\n", n, h, w,
-                  conv.p.wide ? "wide" : "narrow", conv.p.stages, conv.p.tiles, std::min(grid, conv.p.tiles), err,
-                  max_ref, pass ? "PASS" : "FAIL");
+      std::printf("check %d %d %d cin=%d %s stages=%d tiles=%d grid=%d max_abs_err=%.3g max_ref=%.3g %s\n", n, h,
+                  w, cin, conv.p.wide ? "wide" : "narrow", conv.p.stages, conv.p.tiles,
+                  std::min(grid, conv.p.tiles), err, max_ref, pass ? "PASS" : "FAIL");
     }
   }
   std::printf("check %s\n", all_ok ? "PASS" : "FAIL");
   return all_ok ? 0 : 1;
 }
 
-static void time_conv(int n, int h, int w) {
+static void time_conv(int n, int h, int w, int cin) {
   std::vector<float> x, k, b;
-  random_inputs(n, h, w, x, k, b);
-  Conv conv(n, h, w, x, k, b);
+  random_inputs(n, h, w, cin, x, k, b);
+  Conv conv(n, h, w, cin, x, k, b);
   const int grid = std::min(conv.max_grid, conv.p.tiles);
   cudaEvent_t start, stop;
   CHECK(cudaEventCreate(&start));
@@ -518,8 +563,8 @@ static void time_conv(int n, int h, int w) {
     us.push_back(ms * 1e3f / kLaunches);
   }
   std::sort(us.begin(), us.end());
-  const double flops = 2.0 * n * h * w * kC * kC * kTaps;  // real pixels only
-  std::printf("time %d %d %d %s stages=%d tiles=%d grid=%d us_per_conv=%.2f tflops=%.2f\n", n, h, w,
+  const double flops = 2.0 * n * h * w * cin * kC * kTaps;  // real pixels only
+  std::printf("time %d %d %d cin=%d %s stages=%d tiles=%d grid=%d us_per_conv=%.2f tflops=%.2f\n", n, h, w, cin,
               conv.p.wide ? "wide" : "narrow", conv.p.stages, conv.p.tiles, grid, us[kRounds / 2],
               flops / (us[kRounds / 2] * 1e-6) / 1e12);
   CHECK(cudaEventDestroy(start));
@@ -529,14 +574,22 @@ static void time_conv(int n, int h, int w) {
 int main(int argc, char** argv) {
   if (argc >= 2 && !std::strcmp(argv[1], "check")) return check();
   if (argc >= 5 && !std::strcmp(argv[1], "time")) {
-    time_conv(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]));
+    const int cin = argc >= 6 ? std::atoi(argv[5]) : kC;
+    if (cin < kC || cin % kC) {
+      std::fprintf(stderr, "C_in must be a positive multiple of %d\n", kC);
+      return 2;
+    }
+    time_conv(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), cin);
     return 0;
   }
   if (argc >= 2 && !std::strcmp(argv[1], "time-all")) {
-    for (int n : {1, 4, 8, 16, 32}) time_conv(n, 56, 56);
-    for (int n : {1, 8, 32}) time_conv(n, 224, 224);
+    for (int n : {1, 4, 8, 16, 32}) time_conv(n, 56, 56, kC);
+    for (int n : {1, 8, 32}) time_conv(n, 224, 224, kC);
+    for (int n : {1, 8, 32}) time_conv(n, 28, 28, 128);
+    for (int n : {1, 8, 32}) time_conv(n, 14, 14, 256);
+    for (int n : {1, 8, 32}) time_conv(n, 7, 7, 512);
     return 0;
   }
-  std::fprintf(stderr, "usage: %s check | time N H W | time-all\n", argv[0]);
+  std::fprintf(stderr, "usage: %s check | time N H W [C_in] | time-all\n", argv[0]);
   return 2;
 }
