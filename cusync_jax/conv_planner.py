@@ -110,8 +110,8 @@ def _check_sm90_conv(model, tiles, channels, f1, f2, split_k, mode) -> None:
     if mode == "fused" and tiles[0] != tiles[1]:
         raise ValueError(f"tile: the fused mode runs both convolutions in one kernel, so with one tile; got "
                          f"{tiles[0].text} and {tiles[1].text} (take mode 'serial' or 'streams')")
-    c0, c1, c2 = channels
-    if c0 % 64 or c1 % 64 or c2 % 8:
+    c0, c1, c2 = channels  # (in channels that are no multiple of 64 were unfolded before this)
+    if c1 % 64 or c2 % 8:
         raise ValueError(f"channels: the Hopper conv needs mid channels that are a multiple of 64 and "
                          f"out channels a multiple of 8 (a k-block is one filter tap's 64 channels; in "
                          f"channels that are not a multiple of 64 run unfolded); got {c0}, {c1}, {c2}")

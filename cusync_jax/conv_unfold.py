@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-# Channels of one Hopper conv k-block.
-K_BLOCK_CHANNELS = 64
+from .kernels import CONV_SM90_CONFIGS
+
+# Channels of one Hopper conv k-block (every Hopper conv tile has k = 64).
+K_BLOCK_CHANNELS = CONV_SM90_CONFIGS[0].tile.k
 
 
 def unfolded_channels(channels: int, filter_: tuple) -> int:
