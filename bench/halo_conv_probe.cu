@@ -29,8 +29,10 @@
 // A tile is CB units, one per channel block cb: the halo of channels
 // [64 cb, +64), the box (64 C, BW, R, 1) of x viewed as (C_in, W, H, N) at
 // (64 cb, w0 - 1, h0 - 1, n) (TMA fills its out-of-bounds parts with zeros,
-// which is the SAME padding), and block cb of B: the filter, transposed on the
-// host to [cb][tap][co][ci] (K-major, like A), 9 taps of 64x64 = 72 KB.
+// which is the SAME padding), and block cb of B: the filter's input channels
+// [64 cb, +64) for each of the 9 taps, 64x64 each, read from HWIO as it is
+// (MN-major: a 128-byte row holds the 64 output channels of one input
+// channel), 72 KB.
 //
 // Pipeline. Persistent CTAs (grid = min(tiles, SMs)), 3 warpgroups. Warpgroup
 // 0 is the producer: one thread issues every TMA, into a ring of S stages (as
@@ -165,7 +167,9 @@ constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);
 __device__ __forceinline__ uint32_t desc_lo(uint32_t addr) { return ((addr & 0x3FFFF) >> 4) | (1u << 16); }
 __device__ __forceinline__ uint64_t desc(uint32_t lo) { return (uint64_t(kDescHi) << 32) | lo; }
 
-// D = A * B (+ D if accumulate), m64n64k16, A and B K-major in shared memory.
+// D = A * B (+ D if accumulate), m64n64k16, A K-major and B MN-major (the
+// filter as HWIO stores it: 64 output channels a 128-byte row, one row per
+// input channel; the transpose bit set) in shared memory.
 __device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
   asm volatile(
       "{\n"
@@ -174,7 +178,7 @@ __device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint6
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, p, 1, 1, 0, 0;\n"
+      "%32, %33, p, 1, 1, 0, 1;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -213,7 +217,7 @@ __device__ __forceinline__ void conv_taps(float (&d)[32], uint32_t a_lo, int bw,
     const uint32_t b_tap = b_lo + tap * (kTapBytes / 16);
 #pragma unroll
     for (int j = 0; j < kC / 16; ++j)  // 16 channels = 32 bytes along the row
-      wgmma_64x64x16(d, desc(a_tap + 2 * j), desc(b_tap + 2 * j), acc | (tap > 0) | (j > 0));
+      wgmma_64x64x16(d, desc(a_tap + 2 * j), desc(b_tap + j * (16 * kRowBytes / 16)), acc | (tap > 0) | (j > 0));
   }
 }
 
@@ -266,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid != 0) return;
     if (p.cb == 1) {
       mbar_expect_tx(wbar, kWeightBytes);
-      for (int t = 0; t < kTaps; ++t) tma_load_2d(weights + t * kTapBytes, &wmap, wbar, 0, t * kC);
+      for (int t = 0; t < kTaps; ++t) tma_load_2d(weights + t * kTapBytes, &wmap, wbar, 0, t * p.cb * kC);
     }
     const int tx_bytes = p.halo_bytes + (p.cb == 1 ? 0 : kWeightBytes);  // out-of-bounds zeros count too
     // Unit v = k * CB + cb (the CTA's k-th tile, block cb) goes to stage v % S,
@@ -284,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (p.cb > 1)
           for (int tap = 0; tap < kTaps; ++tap)
             tma_load_2d(stage + p.halo_stage_bytes + tap * kTapBytes, &wmap, full + 8 * s, 0,
-                        (cb * kTaps + tap) * kC);
+                        (tap * p.cb + cb) * kC);
       }
     }
     return;
@@ -417,12 +421,7 @@ struct Conv {
     const size_t xs = size_t(n) * h * w * cin, ys = size_t(n) * h * w * kC;
     std::vector<__half> x16(xs), wt16(size_t(kTaps) * cin * kC);
     for (size_t i = 0; i < xs; ++i) x16[i] = __float2half(hx[i]);
-    for (int b = 0; b < p.cb; ++b)  // HWIO -> [cb][tap][co][ci]
-      for (int t = 0; t < kTaps; ++t)
-        for (int ci = 0; ci < kC; ++ci)
-          for (int co = 0; co < kC; ++co)
-            wt16[((size_t(b) * kTaps + t) * kC + co) * kC + ci] =
-                __float2half(hk[(size_t(t) * cin + b * kC + ci) * kC + co]);
+    for (size_t i = 0; i < wt16.size(); ++i) wt16[i] = __float2half(hk[i]);  // HWIO as it is
     CHECK(cudaMalloc(&x, xs * sizeof(__half)));
     CHECK(cudaMalloc(&y, ys * sizeof(__half)));
     CHECK(cudaMalloc(&wt, wt16.size() * sizeof(__half)));
@@ -439,7 +438,7 @@ struct Conv {
     const cuuint64_t xstrides[3] = {pix, cuuint64_t(w) * pix, cuuint64_t(h) * w * pix};
     const cuuint32_t xbox[4] = {kC, cuuint32_t(p.bw), cuuint32_t(rows), 1};
     encode(&xmap, x, 4, xdims, xstrides, xbox, "x halo");
-    // B as (ci, (cb * 9 + tap) * 64 + co): one box per tap of a block.
+    // B as HWIO's (co, tap * C_in + ci): one box per tap of a block.
     const cuuint64_t wdims[2] = {kC, cuuint64_t(p.cb) * kTaps * kC};
     const cuuint64_t wstrides[1] = {kRowBytes};
     const cuuint32_t wbox[2] = {kC, kC};
