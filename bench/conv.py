@@ -4,7 +4,8 @@ XLA (cuDNN) and the StreamSync baseline, on one GPU.
 Rows per (layer, batch): xla (lax.conv_general_dilated through XLA), serial
 (our kernels in stream order: StreamSync), every policy in the streams and
 fused modes, on a Hopper GPU the same on the Hopper conv ("sm90-...", also
-split along k), and auto (the planner's choice; "fallback": true where it ran
+split along k) and on the halo conv ("halo-...", where all channels are
+multiples of 64), and auto (the planner's choice; "fallback": true where it ran
 XLA's own convolutions). Times are device time per call: each is the median
 over `rounds` launches (variants alternated, as in bench/timing.py) of one
 jit that runs the op `reps` times in a loop, divided by `reps` (the loop
@@ -85,16 +86,23 @@ def hopper_runs(layer: str) -> bool:
     return LAYERS[layer][2] % 64 == 0
 
 
+def halo_runs(layer: str) -> bool:
+    """Whether the halo conv takes a layer (every channel count a multiple of 64)."""
+    return all(c % 64 == 0 for c in LAYERS[layer][1:])
+
+
 def impl_names(split_k: bool = False, hopper: bool = False) -> list:
     """The rows timed: xla, serial (StreamSync), each policy in the streams
     and fused modes, auto; split_k: the serial and RowSync-fused pairs with
     split_for's shares ("...@split"); hopper: the Hopper conv ("sm90-...") in
     serial mode, split along k by hopper_split_for or not, and every policy
-    in the streams and fused modes."""
+    in the streams and fused modes; and the halo conv ("halo-...") in serial
+    mode and every policy in the streams and fused modes."""
     synced = [f"{name}-{mode}" for name in POLICIES for mode in MODES]
     names = ["xla", "serial", *synced, "auto"]
     if hopper:
         names += ["sm90-serial", "sm90-serial@split", "sm90-serial@n64,split", *(f"sm90-{n}" for n in synced)]
+        names += ["halo-serial", *(f"halo-{n}" for n in synced)]
     if split_k:
         names += ["serial@split", "RowSync-fused@split"]
     return names
@@ -106,7 +114,7 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
     for xla, {} for auto (the planner's own choice). bench/tune.py stores
     what they give in the tuned table.
 
-    A row is [sm90-]POLICY-MODE or [sm90-]serial, then optionally "@" and
+    A row is [sm90-|halo-]POLICY-MODE or [sm90-|halo-]serial, then optionally "@" and
     comma-separated options: "split" (the rule's shares, split_for or
     hopper_split_for), "split=AxB" (A producer and B consumer shares), "n64"
     (the Hopper conv's 128x64 tile whatever the channels)."""
@@ -115,14 +123,19 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
     if impl == "auto":
         return {}
     hopper = impl.startswith("sm90-")
-    name, _, variant = impl[len("sm90-") if hopper else 0:].partition("@")
+    halo = impl.startswith("halo-")
+    name, _, variant = impl[len("sm90-") if hopper or halo else 0:].partition("@")
     policy, _, mode = ("Conv2DTileSync", "", "serial") if name == "serial" else name.partition("-")
     options = [o for o in variant.split(",") if o]
     if (policy not in POLICIES or mode not in ("serial",) + MODES
             or any(not re.fullmatch(r"split(=\d+x\d+)?|n64", o) for o in options)
-            or ("n64" in options and not hopper)):
+            or ("n64" in options and not hopper) or (halo and options)):
         raise ValueError(f"unknown row {impl!r}")
     kw = dict(policy=policy, mode=mode)
+    if halo:
+        t = cs.kernels.CONV_HALO_CONFIGS[0].tile
+        kw["tile"] = (t.m, t.n, t.k)
+        return kw
     if hopper:
         tile = kw["tile"] = (128, 64, 64) if c1 == 64 or "n64" in options else (128, 128, 64)
         rule, slots = hopper_split_for, cs.H200.sms
@@ -299,7 +312,9 @@ def main():
     print(f"{'layer':24s} {'batch':>5s} " + " ".join(f"{n:>22s}" for n in all_impls))
     for layer in args.layers:
         size, c0, c1, c2 = LAYERS[layer]
-        layer_impls = {n: f for n, f in all_impls.items() if hopper_runs(layer) or not n.startswith("sm90-")}
+        layer_impls = {n: f for n, f in all_impls.items()
+                       if (hopper_runs(layer) or not n.startswith("sm90-"))
+                       and (halo_runs(layer) or not n.startswith("halo-"))}
         for batch in args.batches:
             impls = distinct(layer_impls, batch, size, c0, c1, c2)
             ops = inputs(batch, size, c0, c1, c2, dtype, residual=args.residual)

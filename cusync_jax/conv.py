@@ -83,7 +83,7 @@ def _validate(x, k1, k2, b1, b2, residual, activation):
 def _abstract_eval(x, k1, b1, k2, b2, residual, *, plan: ConvPairPlan, activation: str):
     n, h, w, c0 = x.shape
     c1, c2 = k1.shape[3], k2.shape[3]
-    words = conv_sync_words(n * h * w, (c0, c1, c2), (k1.shape[:2], k2.shape[:2]), plan)
+    words = conv_sync_words(n, h, w, (c0, c1, c2), (k1.shape[:2], k2.shape[:2]), plan)
     ins = (x, k1, b1, k2, b2, residual)
     return (out_aval((n, h, w, c2), x.dtype, *ins),
             out_aval((n, h, w, c1), x.dtype, *ins),
@@ -101,7 +101,8 @@ def _cuda_lowering(ctx, *args, plan: ConvPairPlan, activation: str):
     _backend.ensure_cuda_registered()
     cuda_dtype_check(ctx, "the CUDA conv pair runs")
     for t in (plan.tile1, plan.tile2):
-        kernels.cuda_config_for(t, kernels.CONV_CUDA_CONFIGS + kernels.CONV_SM90_CONFIGS)
+        kernels.cuda_config_for(t, kernels.CONV_CUDA_CONFIGS + kernels.CONV_SM90_CONFIGS
+                                + kernels.CONV_HALO_CONFIGS)
     return _lowering(ctx, *args, plan=plan, activation=activation)
 
 

@@ -49,7 +49,8 @@ def conv_k_blocks(filter_: tuple, channels: int, tile: TileShape) -> int:
     return filter_[0] * filter_[1] * -(-channels // tile.k)
 
 
-def conv_sync_words(pixels: int, channels: tuple, filters: tuple, plan: ConvPairPlan) -> int:
+def conv_sync_words(images: int, height: int, width: int, channels: tuple, filters: tuple,
+                    plan: ConvPairPlan) -> int:
     """The conv pair's sync buffer: the semaphores, then with split-K a count per
     tile of each conv and (from a 4-word boundary) the float32 partial sums, a
     tile per share (on the Hopper conv, which splits stream-K, a tile per
@@ -59,7 +60,7 @@ def conv_sync_words(pixels: int, channels: tuple, filters: tuple, plan: ConvPair
     t1, t2 = plan.tile1, plan.tile2
     c0, c1, c2 = channels
     (r1, s1), (r2, s2) = filters
-    return _cusync_cpu.conv_sync_words(pixels, c0, c1, c2, [r1, s1, r2, s2], [t1.m, t1.n, t1.k],
+    return _cusync_cpu.conv_sync_words(images, height, width, c0, c1, c2, [r1, s1, r2, s2], [t1.m, t1.n, t1.k],
                                        [t2.m, t2.n, t2.k], plan.split_k[0], plan.split_k[1], plan.kernel)
 
 
@@ -118,6 +119,24 @@ def _check_sm90_conv(model, tiles, channels, f1, f2, split_k, mode) -> None:
     if split_k != (1, 1) and mode != "serial":
         raise ValueError(f"split_k: the Hopper conv splits k (stream-K, unsynchronized) in mode 'serial' only; "
                          f"got split_k={split_k} with mode {mode!r}")
+
+
+def _check_halo_conv(model, tiles, channels, f1, f2, split_k) -> None:
+    """What the halo conv (kernels.CONV_HALO_CONFIGS) needs, said before anything runs."""
+    halo = kernels.CONV_HALO_CONFIGS[0].tile
+    if model.arch not in (0, 90):
+        raise ValueError(f"tile: {halo.text} is the halo conv's (compute capability 9.0); device "
+                         f"{model.name} is {model.arch / 10:.1f}")
+    if tiles[1] != halo:
+        raise ValueError(f"tile: the halo conv runs both convolutions on {halo.text}; got {tiles[0].text} "
+                         f"and {tiles[1].text}")
+    if f1 != (3, 3) or f2 != (3, 3):
+        raise ValueError(f"filter: the halo conv runs 3x3 filters; got {f1[0]}x{f1[1]} and {f2[0]}x{f2[1]}")
+    if any(c % 64 for c in channels):
+        raise ValueError(f"channels: the halo conv needs in, mid and out channels that are multiples of 64; "
+                         f"got {channels}")
+    if split_k != (1, 1):
+        raise ValueError(f"split_k: the halo conv does not split k; got {split_k}")
 
 
 def _as_filter(name: str, f) -> tuple:
@@ -208,7 +227,8 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
                            TileShape(default.m, default.n, _cpu_k_block(mid_channels)))
         candidates = [(t1, t2, None)]
     elif tiles is not None:
-        known = {c.tile: c for c in kernels.CONV_CUDA_CONFIGS + kernels.CONV_SM90_CONFIGS}
+        known = {c.tile: c for c in kernels.CONV_CUDA_CONFIGS + kernels.CONV_SM90_CONFIGS
+                 + kernels.CONV_HALO_CONFIGS}
         config = known.get(tiles[0])
         if config is not None and config.kernel == 1 and conv_unfold.needs_unfold(in_channels):
             # The Hopper conv loads a filter tap's 64 channels at a time: conv 1 runs
@@ -221,6 +241,8 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
             return dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, unfold1=True))
         if config is not None and config.kernel == 1:
             _check_sm90_conv(model, tiles, (in_channels, mid_channels, out_channels), f1, f2, split_k, run_mode)
+        if config is not None and config.kernel == 2:
+            _check_halo_conv(model, tiles, (in_channels, mid_channels, out_channels), f1, f2, split_k)
         candidates = [(tiles[0], tiles[1], config)]
     else:
         candidates = [(c.tile, c.tile, c) for c in kernels.CONV_CUDA_CONFIGS]

@@ -126,6 +126,16 @@ CONV_SM90_CONFIGS = (
 )
 
 
+# The halo conv (kernel family 2, ffi/cuda/halo_conv_sm90.cu): 3x3 filters,
+# channels multiples of 64; a tile is 128 positions x 64 output channels and
+# its k-block one input channel block's 9 taps (9 x 64), loaded once as a halo.
+# Opt-in like the im2col Hopper conv: taken for a tile named explicitly, or
+# where the tuned table measured it fastest.
+CONV_HALO_CONFIGS = (
+    KernelConfig(2, TileShape(128, 64, 576), 1, "sm90_halo_conv_128x64x576", min_arch=90, max_arch=90),
+)
+
+
 def cuda_configs_for_arch(arch: int, configs=CUDA_CONFIGS) -> tuple:
     """The configurations whose code runs on compute capability `arch` (x 10);
     an unknown arch (0) keeps them all, for what-if planning."""

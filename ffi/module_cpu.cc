@@ -13,6 +13,7 @@
 #include "common/conv_spec.h"
 #include "common/mlp_spec.h"
 #include "cusync/dependency.h"
+#include "cusync/halo_tiling.h"
 #include "cusync/policy.h"
 #include "cusync/satisfied_semaphores.h"
 #include "cusync/stage.h"
@@ -100,12 +101,13 @@ NB_MODULE(_cusync_cpu, m) {
 
   m.def(
       "conv_sync_words",
-      [](int pixels, int c0, int c1, int c2, std::vector<int> filters, std::vector<int> tile1,
-         std::vector<int> tile2, int splits1, int splits2, int kernel) {
+      [](int images, int height, int width, int c0, int c1, int c2, std::vector<int> filters,
+         std::vector<int> tile1, std::vector<int> tile2, int splits1, int splits2, int kernel) {
         cusync_ffi::ConvPairSpec s;
-        s.images = 1;
-        s.height = pixels;
-        s.width = 1;
+        const int pixels = images * height * width;
+        s.images = images;
+        s.height = height;
+        s.width = width;
         s.in_channels = c0;
         s.mid_channels = c1;
         s.out_channels = c2;
@@ -122,10 +124,27 @@ NB_MODULE(_cusync_cpu, m) {
         s.kernel = kernel;
         return static_cast<long long>(cusync_ffi::conv_sync_layout(s).words);
       },
-      nb::arg("pixels"), nb::arg("c0"), nb::arg("c1"), nb::arg("c2"), nb::arg("filters"), nb::arg("tile1"),
-      nb::arg("tile2"), nb::arg("splits1"), nb::arg("splits2"), nb::arg("kernel"),
+      nb::arg("images"), nb::arg("height"), nb::arg("width"), nb::arg("c0"), nb::arg("c1"), nb::arg("c2"),
+      nb::arg("filters"), nb::arg("tile1"), nb::arg("tile2"), nb::arg("splits1"), nb::arg("splits2"), nb::arg("kernel"),
       "int32 words of a conv pair's sync buffer (cusync/sync_layout.h, common/conv_spec.h): the semaphores, "
       "and with split-K the tile counts and fp32 partial sums. filters: (R1, S1, R2, S2).");
+
+  m.def(
+      "halo_tiling",
+      [](int images, int height, int width) {
+        const cusync::HaloTiling g = cusync::make_halo_tiling(images, height, width);
+        std::vector<std::tuple<int, int, int, int, std::vector<int>>> out;
+        for (int i = 0; i < g.tiles(); ++i) {
+          const cusync::HaloTile t = g.tile(i);
+          std::vector<int> deps;
+          g.for_each_dependency(i, [&](int d) { deps.push_back(d); });
+          out.emplace_back(t.image, t.h0, t.w0, t.a0, std::move(deps));
+        }
+        return std::make_tuple(g.bw, g.rows, std::move(out));
+      },
+      nb::arg("images"), nb::arg("height"), nb::arg("width"),
+      "The halo conv's tiling (cusync/halo_tiling.h): (BW, R, [(image, h0, w0, a0, dependencies)] per tile), "
+      "a tile's dependencies being the tiles whose outputs its halo reads.");
 
   m.def(
       "stage_schedule",

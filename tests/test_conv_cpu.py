@@ -212,7 +212,7 @@ def test_the_hopper_conv_split_sizes_its_stream_k_slots():
     slots, _ = cs._cusync_cpu.stream_k_schedule(1, 4, 72, 36)
     assert slots == 10
     tile = 128 * 128
-    words = cs.conv_planner.conv_sync_words(49, (512, 512, 512), ((3, 3), (3, 3)), plan)
+    words = cs.conv_planner.conv_sync_words(1, 7, 7, (512, 512, 512), ((3, 3), (3, 3)), plan)
     # 8 header words and 4 semaphores, 4 + 4 counts, then 10 slots a producer
     # tile and 1 a consumer tile.
     assert words == 20 + 10 * 4 * tile + 1 * 4 * tile
@@ -220,7 +220,7 @@ def test_the_hopper_conv_split_sizes_its_stream_k_slots():
     cuda = cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", mode="serial", split_k=(9, 1)).plan
     t = cuda.tile1
     tiles = -(-49 // t.m) * -(-512 // t.n)
-    assert cs.conv_planner.conv_sync_words(49, (512, 512, 512), ((3, 3), (3, 3)), cuda) == (
+    assert cs.conv_planner.conv_sync_words(1, 7, 7, (512, 512, 512), ((3, 3), (3, 3)), cuda) == (
         -(-(8 + tiles + 2 * tiles) // 4) * 4 + (9 + 1) * tiles * t.m * t.n)
 
 
@@ -317,12 +317,12 @@ def test_split_k_is_checked_sizes_the_sync_buffer_and_runs_unsplit_on_the_cpu():
     assert plan.split_k == (16, 8) and not rep.fallback
     attrs = plan.attributes(0)
     assert (attrs["splits1"], attrs["splits2"]) == (16, 8)
-    words = cs.conv_planner.conv_sync_words(49, (512, 512, 512), ((3, 3), (3, 3)), plan)
+    words = cs.conv_planner.conv_sync_words(1, 7, 7, (512, 512, 512), ((3, 3), (3, 3)), plan)
     # Semaphores (8 tiles), a count per tile of each conv, then a 128x64 fp32
     # tile per share: 8 x 16 for the producer, 8 x 8 for the consumer.
     assert words == -(-(8 + 8 + 8 + 8) // 4) * 4 + (8 * 16 + 8 * 8) * 128 * 64
     unsplit = cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", policy="rowsync", mode="fused").plan
-    assert cs.conv_planner.conv_sync_words(49, (512, 512, 512), ((3, 3), (3, 3)), unsplit) == 8 + 8
+    assert cs.conv_planner.conv_sync_words(1, 7, 7, (512, 512, 512), ((3, 3), (3, 3)), unsplit) == 8 + 8
     assert (cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", split_k=[2, 2]).plan.split_k
             == (2, 2))
     for bad in [(0, 1), (1,), 2, (2.0, 1), (True, 1)]:
@@ -395,3 +395,42 @@ def test_a_wait_that_can_never_be_satisfied_fails_instead_of_hanging():
     cpu = cs.CpuOptions(threads=2, wait_timeout_ms=300)
     with pytest.raises(Exception, match="waits for posts that never come"):
         _run(ops, cs.Conv2DTileSync(3, 3, under_wait=-1), "fused", cpu)
+
+
+def test_halo_conv_refuses_what_it_cannot_run():
+    # The halo conv (kernel family 2): 3x3 filters, channels multiples of 64, no split.
+    plan = cs.plan_conv_pair(2, 56, 56, 64, 64, device="h200", tile=(128, 64, 576), mode="fused").plan
+    assert plan.kernel == 2
+    # A semaphore per conv 1 tile of the halo tiling: 26 tiles of 128 of an image's 56 x 58 positions.
+    assert cs.conv_planner.conv_sync_words(2, 56, 56, (64, 64, 64), ((3, 3), (3, 3)), plan) == 8 + 2 * 26
+    with pytest.raises(ValueError, match="3x3 filters"):
+        cs.plan_conv_pair(1, 14, 14, 64, 64, filter2=1, device="h200", tile=(128, 64, 576))
+    with pytest.raises(ValueError, match="multiples of 64"):
+        cs.plan_conv_pair(1, 14, 14, 64, 64, 40, device="h200", tile=(128, 64, 576))
+    with pytest.raises(ValueError, match="does not split k"):
+        cs.plan_conv_pair(1, 14, 14, 64, 64, device="h200", tile=(128, 64, 576), split_k=(2, 1))
+
+
+@pytest.mark.parametrize("n,h,w", [(1, 56, 56), (2, 7, 7), (3, 13, 13), (1, 5, 150), (2, 3, 300), (1, 1, 1),
+                                   (1, 40, 126), (1, 9, 128)])
+def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_reads(n, h, w):
+    # The halo conv's tiling (cusync/halo_tiling.h), shared by its kernel's
+    # stores and waits: every output pixel belongs to one tile, and a tile's
+    # dependencies are exactly the tiles that write a pixel of its halo.
+    bw, rows, tiles = cs._cusync_cpu.halo_tiling(n, h, w)
+    assert bw == (130 if w + 2 > 130 else w + 2)
+    owner = {}
+    for index, (image, h0, w0, a0, _) in enumerate(tiles):
+        for q in range(a0, a0 + 128):
+            y, x = h0 + q // bw, w0 + q % bw
+            if y < h and x < w:
+                assert (image, y, x) not in owner
+                owner[(image, y, x)] = index
+    assert len(owner) == n * h * w
+    for image, h0, w0, a0, deps in tiles:
+        # The halo box: rows h0 - 1 .. h0 + R - 2 and columns w0 - 1 .. w0 + BW - 2, clipped.
+        read = {owner[(image, y, x)] for y in range(max(0, h0 - 1), min(h, h0 + rows - 1))
+                for x in range(max(0, w0 - 1), min(w, w0 + bw - 1))}
+        assert sorted(read) == deps
+        # Tap (2, 2) of the tile's last position stays inside the box.
+        assert a0 + 127 + 2 * bw + 2 < rows * bw

@@ -142,6 +142,50 @@ def test_hopper_conv_matches_xla_every_policy_and_mode(n, size, c0, c1, c2, f1, 
     check_every_run(ops, run)
 
 
+HALO_TILE = (128, 64, 576)
+
+
+def halo_plan(n, h, w, c0, c1, c2, mode, policy):
+    plan = cs.plan_conv_pair(n, h, w, c0, c1, c2, device=cs.planner.device_model(jax.devices()[0]),
+                             policy=policy if not isinstance(policy, cs.Conv2DTileSync) else "conv2dtilesync",
+                             mode=mode, tile=HALO_TILE).plan
+    assert plan.kernel == 2
+    return plan
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("n,h,w,c0,c1,c2", [
+    (1, 56, 56, 64, 64, 64),      # ResNet's first pair: B resident, 26 tiles a conv
+    (32, 56, 56, 64, 64, 64),     # 832 tiles a conv: persistent CTAs, the ring wraps
+    (2, 13, 13, 128, 64, 128),    # B streamed: conv 1 two input blocks, conv 2 two output blocks
+    (3, 7, 7, 64, 128, 64),       # a halo of 18 rows of 9; two output blocks posted apart
+    (8, 28, 28, 128, 128, 128),
+    (1, 6, 150, 64, 64, 64),      # the wide tiling: two tiles a row, halos over both
+])
+def test_halo_conv_matches_xla_every_policy_and_mode(n, h, w, c0, c1, c2, dtype):
+    # Kernel family 2: each tile's input loaded once as a halo, its 9 taps
+    # shifted views of it; conv 2's units wait on the conv 1 tiles under it.
+    if not _hopper():
+        pytest.skip("the halo conv runs on compute capability 9.0")
+    x, k1, k2, b1, b2, res = conv_inputs(n + h + w + c1, n, h, w, c0, c1, c2, dtype, residual=True)
+    ops = (x, k1, k2, b1, b2, res)
+    check_every_run(ops, lambda mode, policy: synced(ops, plan=halo_plan(n, h, w, c0, c1, c2, mode, policy)))
+
+
+@pytest.mark.parametrize("mode", ["fused", "streams"])
+def test_halo_conv_waits_for_what_it_reads(mode):
+    # Two input sets in alternation, each call against its own reference: a
+    # consumer unit that read h before its conv 1 tiles were stored would see
+    # the other set's h (the buffer XLA hands the next call) and fail.
+    n, h, w, c = 16, 56, 56, 64
+    sets = [conv_inputs(seed, n, h, w, c, c, c, jnp.float16, residual=True) for seed in (1, 2)]
+    wants = [reference(ops) for ops in sets]
+    plan = halo_plan(n, h, w, c, c, c, mode, cs.Conv2DTileSync(3, 3))
+    fn = jax.jit(lambda *a: cs.synced_conv_pair(*a[:3], b1=a[3], b2=a[4], residual=a[5], plan=plan))
+    for i in range(20):
+        assert rel_err(fn(*sets[i % 2]), wants[i % 2]) < TOL[jnp.float16], i
+
+
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16], ids=["f16", "bf16"])
 @pytest.mark.parametrize("n,size,c0,c1,c2,f1,f2,split", [
     (1, 7, 512, 512, 512, 3, 3, (12, 8)),   # ResNet's last pair at batch 1: 4 tiles a conv, 72 k-blocks

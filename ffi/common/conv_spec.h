@@ -17,12 +17,19 @@
 #include "common/plan_attrs.h"
 #include "cusync/activation.h"
 #include "cusync/dependency.h"
+#include "cusync/halo_tiling.h"
 #include "cusync/policy.h"
 #include "cusync/stage.h"
 #include "cusync/sync_layout.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace cusync_ffi {
+
+// Kernel family 2: the Hopper halo conv (cusync/halo_tiling.h), tiles of 128
+// positions x 64 output channels whose k-block is one input channel block's 9
+// taps (tile k 9 x 64).
+constexpr int kHaloConvKernel = 2;
+constexpr int kHaloTileK = 9 * 64;
 
 struct ConvPairSpec {
   int64_t images = 0, height = 0, width = 0;
@@ -58,6 +65,9 @@ struct ConvPairSpec {
     return int64_t{filter_r2} * filter_s2 * ((mid_channels + tile_k2 - 1) / tile_k2);
   }
   // What conv_dependency needs to map a consumer step to the producer region.
+  cusync::HaloTiling halo_tiling() const {
+    return cusync::make_halo_tiling(static_cast<int>(images), static_cast<int>(height), static_cast<int>(width));
+  }
   cusync::ConvGeometry consumer_geometry() const {
     return cusync::ConvGeometry{static_cast<int>(height), static_cast<int>(width),
                                 static_cast<int>(mid_channels), filter_r2, filter_s2};
@@ -174,6 +184,14 @@ inline xla::ffi::Error decode_conv_pair_spec(const xla::ffi::Dictionary& attrs,
 
 // The call's sync buffer (cusync/sync_layout.h), as the CPU module sizes it.
 inline cusync::SplitLayout conv_sync_layout(const ConvPairSpec& s) {
+  if (s.kernel == kHaloConvKernel) {
+    // A semaphore per conv 1 tile of the halo tiling, which has more
+    // positions than pixels (a row's two padding columns).
+    cusync::SplitLayout l{};
+    l.zeroed = l.words = cusync::kSyncHeaderWords + static_cast<long long>(s.halo_tiling().tiles()) *
+                                                        cusync::ceil_div(static_cast<int>(s.mid_channels), 64);
+    return l;
+  }
   return cusync::conv_split_layout(s.producer, s.consumer, static_cast<int>(s.producer_k_blocks()),
                                    static_cast<int>(s.consumer_k_blocks()), s.splits1, s.splits2, s.kernel == 1);
 }

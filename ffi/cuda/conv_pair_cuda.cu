@@ -17,6 +17,7 @@
 #include "cuda/conv_sm90.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
+#include "cuda/halo_conv_sm90.h"
 #include "cuda/two_streams.h"
 #include "cusync/optimizations.h"
 #include "cusync/sync_layout.h"
@@ -108,16 +109,18 @@ ffi::Error SyncedConvPairCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuf
     return ffi::Error::InvalidArgument("cusync_jax: sync buffer smaller than the plan needs");
   const cusync::Stage& P = s.producer;
   const cusync::Stage& C = s.consumer;
-  if (s.kernel == 1) {
-    // Kernel family 1: the Hopper GEMM-chain kernel with an im2col A.
-    if (auto e = check_conv_pair_sm90(s); e.failure()) return e;
+  if (s.kernel == 1 || s.kernel == cusync_ffi::kHaloConvKernel) {
+    // Kernel family 1: the Hopper GEMM-chain kernel with an im2col A; 2: the halo conv.
+    const bool halo = s.kernel == cusync_ffi::kHaloConvKernel;
+    if (auto e = halo ? check_conv_pair_halo(s) : check_conv_pair_sm90(s); e.failure()) return e;
     int device = 0;
     if (auto e = stream_device(stream, &device); e.failure()) return e;
     DeviceFacts facts{};
     if (auto e = device_facts(device, &facts); e.failure()) return e;
     if (facts.major != 9)
-      return ffi::Error::InvalidArgument("cusync_jax: the Hopper conv (kernel family 1) runs on compute capability "
-                                         "9.0; this GPU is " + std::to_string(facts.major) + "." +
+      return ffi::Error::InvalidArgument(std::string("cusync_jax: the Hopper conv (kernel family ") +
+                                         (halo ? "2" : "1") + ") runs on compute capability 9.0; this GPU is " +
+                                         std::to_string(facts.major) + "." +
                                          std::to_string(facts.minor));
     CUSYNC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sync->typed_data(), 0, layout.zeroed * sizeof(int), stream),
                                 "zeroing the sync words");
@@ -126,7 +129,8 @@ ffi::Error SyncedConvPairCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuf
                               b2.untyped_data(), s.residual ? residual.untyped_data() : nullptr,
                               h->untyped_data(), y->untyped_data(), sync->typed_data(),
                               dt == ffi::DataType::BF16};
-    return launch_conv_pair_sm90(s, buffers, stream, facts.info);
+    return halo ? launch_conv_pair_halo(s, buffers, stream, facts.info)
+                : launch_conv_pair_sm90(s, buffers, stream, facts.info);
   }
   if (P.tile_rows != conv::kTileM || P.tile_cols != conv::kTileN || s.tile_k1 != conv::kTileK ||
       C.tile_rows != conv::kTileM || C.tile_cols != conv::kTileN || s.tile_k2 != conv::kTileK) {

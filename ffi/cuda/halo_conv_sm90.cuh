@@ -1,0 +1,426 @@
+// Kernel family 2 (Hopper): the conv pair's 3x3 convolutions, each tile's
+// input loaded once as a halo (cusync/halo_tiling.h) and fed to all 9 filter
+// taps by shifting the wgmma A descriptor's start, instead of one im2col load
+// per tap (kernel family 1): 3.2x fewer bytes into shared memory at W = 56.
+//
+// Work. A tile is (position tile, output channel block nb of 64): 128 x 64
+// outputs of one conv. Conv 1's tiles are numbered first (0 .. tiles0 - 1,
+// position tile major), then conv 2's; a launch runs tiles [begin, end) in
+// that order, handed out by an atomic counter, so a tile is taken only after
+// every lower one: the fused launch (both convs) cannot deadlock, as a
+// consumer tile waits only on lower, already taken, producer tiles. A tile is
+// CB units, one per input channel block cb of 64: the halo of channels
+// [64 cb, +64) and the filter's block (taps x cb x nb, 72 KB).
+//
+// Pipeline. Persistent CTAs, 3 warpgroups. Warpgroup 0's first thread is the
+// producer: it takes tiles, waits (consumer tiles, with waits on) for the
+// producer tiles under each unit's halo, and issues every TMA into a ring of
+// S stages, one unit each, with a "full" mbarrier (TMA bytes) and an "empty"
+// one (an arrival per consumer warp once its wgmmas reading the stage are
+// done); a stage's record tells the consumers its tile and unit (or the end).
+// B is either resident (every conv of the launch has one input and one output
+// channel block: one 72 KB B a conv, reloaded when the CTA moves from conv 1's
+// tiles to conv 2's, once every unit issued before has been consumed) or
+// streamed (a stage carries its unit's B block). Warpgroups 1 and 2 consume in
+// pingpong, a whole tile each (two m64n64k16 chains of 36 wgmmas a unit),
+// alternating by a pair of "turn" mbarriers: each hands the tensor cores over
+// with its last unit's last tap still queued, so its epilogue (bias,
+// activation or residual, half stores, then the tile's post) runs under the
+// other's MMAs. The turn also passes the unit cursor (where the next tile's
+// units start), and orders the consumers' full-barrier waits in ring order,
+// which the parity waits on a ring shared by two consumers rely on.
+//
+// Layout facts (measured on an H200): with the descriptor's base offset left
+// 0, the A start may move by any number of 128-byte rows off the 1024-byte
+// swizzle boundary and wgmma reads the right chunks; B is read from HWIO as it
+// is (MN-major: a 128-byte row holds 64 output channels of one input channel).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/sm90_chain_config.cuh"  // CUSYNC_SM90A_DEVICE
+#include "cusync/activation.h"
+#include "cusync/halo_tiling.h"
+#include "cusync/semaphore.h"
+
+namespace cusync_halo {
+
+constexpr int kC = 64;                           // channels of a block (in and out)
+constexpr int kTaps = 9;
+constexpr int kTileM = cusync::kHaloTileM;       // positions per tile
+constexpr int kThreads = 384;                    // producer + two consumer warpgroups
+constexpr int kRowBytes = kC * 2;                // one position (or one filter row) in smem
+constexpr int kTapBytes = kC * kRowBytes;        // one tap of B: 8 KB
+constexpr int kWeightBytes = kTaps * kTapBytes;  // one block of B
+constexpr int kEnd = -1;                         // a stage record: no more tiles
+static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
+
+// One convolution of the launch.
+template <class T>
+struct HaloConv {
+  const T* bias;      // [C_out]
+  const T* residual;  // [N, H, W, C_out] or null
+  T* out;             // [N, H, W, C_out]
+  int cb, nb;         // input and output channel blocks of 64
+  int out_channels;
+  cusync::Activation activation;
+};
+
+template <class T>
+struct HaloParams {
+  CUtensorMap x[2];   // each conv's input as (C, W, H, N), box (64, BW, R, 1)
+  CUtensorMap w[2];   // each conv's filter as (C_out, 9 C_in), box (64, 64)
+  HaloConv<T> conv[2];
+  cusync::HaloTiling tiling;
+  int tiles0;         // conv 1's tiles: tiling.tiles() * conv[0].nb
+  int begin, end;     // the launch's tiles
+  int* counter;       // the launch's next tile (zeroed before it)
+  int* started;       // streams mode's producer launch: set once a CTA runs (the wait kernel spins on it)
+  int* semaphores;    // one per conv 1 tile, 1 once it is stored
+  int waits;          // conv 2's units wait on the conv 1 tiles under their halo
+  int waits_per_tile; // RowSync: a tile's first unit waits on every channel block
+  int posts;          // conv 1's tiles post
+  int resident_b;     // see the top of the file
+  int halo_bytes;       // BW * R rows of 128 bytes: the halo's TMA transaction
+  int halo_stage_bytes; // halo_bytes rounded up to 1024: where a stage's B block starts
+  int stage_bytes;      // halo_stage_bytes, plus kWeightBytes when B streams
+  int stages;
+};
+
+// Dynamic shared memory a launch needs for `stages` stages: the alignment
+// slack, resident B, the barriers (wbar, two turns, full and empty per
+// stage), a record per stage (its tile, the B loads so far) and the cursor.
+inline size_t halo_smem_bytes(int resident_b, int stage_bytes, int stages) {
+  return 1024 + (resident_b ? kWeightBytes : 0) + 24 + size_t(stages) * (stage_bytes + 16 + 8) + 8;
+}
+
+#if defined(CUSYNC_SM90A_DEVICE)
+// ---- PTX wrappers
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// Returns once the phase of the given parity has completed; on a fresh barrier
+// (in phase 0) parity 1 counts as completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred P1;\n"
+      "HALO_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra HALO_DONE;\n"
+      "bra HALO_WAIT;\n"
+      "HALO_DONE:\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
+          "r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
+                                            int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+      "%5}], [%6];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// wgmma descriptor of a 128B-swizzled operand at smem address addr: low word
+// start >> 4 and LBO 1 (unused: one 64-element atom along M and N); high word
+// SBO = 8 rows of 128 bytes, base offset 0, 128B swizzle. Adding n to the low
+// word moves the start by 16 n bytes: smem addresses are below 2^18, so the
+// 14-bit field never carries.
+constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t desc_lo(uint32_t addr) { return ((addr & 0x3FFFF) >> 4) | (1u << 16); }
+__device__ __forceinline__ uint64_t desc(uint32_t lo) { return (uint64_t(kDescHi) << 32) | lo; }
+
+// D = A * B (+ D if accumulate), m64n64k16, A K-major, B MN-major (transposed).
+template <class T>
+__device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+#define CUSYNC_HALO_WGMMA(TYPE)                                                                                  \
+  asm volatile(                                                                                                  \
+      "{\n"                                                                                                      \
+      ".reg .pred p;\n"                                                                                          \
+      "setp.ne.b32 p, %34, 0;\n"                                                                                 \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                            \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                  \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                        \
+      "%32, %33, p, 1, 1, 0, 1;\n"                                                                               \
+      "}\n"                                                                                                      \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),          \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),    \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),  \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])   \
+      : "l"(a), "l"(b), "r"(accumulate))
+  if constexpr (std::is_same_v<T, __half>)
+    CUSYNC_HALO_WGMMA("f16");
+  else
+    CUSYNC_HALO_WGMMA("bf16");
+#undef CUSYNC_HALO_WGMMA
+}
+
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// Taps [kTap0, kTap1) of one 64-row chain; a_lo: the descriptor (low word) of
+// the chain's position 0 in the halo, b_lo: that of tap 0 of the block of B;
+// acc: whether d already holds earlier channel blocks' sums.
+template <class T, int kTap0, int kTap1>
+__device__ __forceinline__ void conv_taps(float (&d)[32], uint32_t a_lo, int bw, uint32_t b_lo, int acc) {
+#pragma unroll
+  for (int tap = kTap0; tap < kTap1; ++tap) {
+    const uint32_t a_tap = a_lo + uint32_t((tap / 3) * bw + tap % 3) * (kRowBytes / 16);
+    const uint32_t b_tap = b_lo + tap * (kTapBytes / 16);
+#pragma unroll
+    for (int j = 0; j < kC / 16; ++j)  // A: 16 channels along the row; B: 16 rows of input channels
+      wgmma_64x64x16<T>(d, desc(a_tap + 2 * j), desc(b_tap + j * (16 * kRowBytes / 16)), acc | (tap > 0) | (j > 0));
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T to_element(float v);
+template <>
+__device__ __forceinline__ __half to_element<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 to_element<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// Rows first_row .. first_row + 15 of the tile, a warp's share of one chain:
+// D fragment rows lane / 4 (+ 8), columns 8 i + 2 (lane % 4) (+ 1).
+template <class T, class Pair>
+__device__ __forceinline__ void store_rows(const cusync::HaloTiling& g, const HaloConv<T>& cv, const cusync::HaloTile& t,
+                                           int nb, int first_row, const float (&d)[32]) {
+  const int lane = threadIdx.x % 32;
+  const int col0 = nb * kC + 2 * (lane % 4);
+  float bias[16];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const Pair b = *reinterpret_cast<const Pair*>(cv.bias + col0 + 8 * i);
+    bias[2 * i] = float(b.x);
+    bias[2 * i + 1] = float(b.y);
+  }
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    const int q = t.a0 + first_row + lane / 4 + 8 * hi;
+    const int dh = q / g.bw;
+    const int h = t.h0 + dh, w = t.w0 + q - dh * g.bw;
+    if (h >= g.height || w >= g.width) continue;  // a position off the image
+    const size_t at = ((size_t(t.image) * g.height + h) * g.width + w) * cv.out_channels + col0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      float v0 = d[4 * i + 2 * hi] + bias[2 * i], v1 = d[4 * i + 2 * hi + 1] + bias[2 * i + 1];
+      if (cv.residual) {
+        const Pair r = *reinterpret_cast<const Pair*>(cv.residual + at + 8 * i);
+        v0 += float(r.x);
+        v1 += float(r.y);
+      }
+      Pair o;
+      o.x = to_element<T>(cusync::activate(cv.activation, 0, v0));
+      o.y = to_element<T>(cusync::activate(cv.activation, 0, v1));
+      *reinterpret_cast<Pair*>(cv.out + at + 8 * i) = o;
+    }
+  }
+}
+#endif  // CUSYNC_SM90A_DEVICE
+
+template <class T, class Pair>
+__global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_constant__ HaloParams<T> p) {
+#if defined(CUSYNC_SM90A_DEVICE)
+  extern __shared__ uint8_t smem_raw[];
+  // Every TMA destination on a 1024-byte boundary: the swizzle pattern's start.
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const uint32_t weights = smem_addr(smem);                          // resident B
+  const uint32_t ring = weights + (p.resident_b ? kWeightBytes : 0);  // stage s at ring + s * stage_bytes
+  const uint32_t wbar = ring + p.stages * p.stage_bytes;
+  const uint32_t turn = wbar + 8;              // turn[c] at turn + 8 c
+  const uint32_t full = turn + 16;             // full[s] at full + 8 s
+  const uint32_t empty = full + 8 * p.stages;  // empty[s] at empty + 8 s
+  // record[s]: the tile of the stage's unit (or kEnd) and the B loads issued
+  // before it (resident B: the consumers wait for that load's phase).
+  int* const records = reinterpret_cast<int*>(smem + (empty + 8 * p.stages - weights));
+  int* const cursor = records + 2 * p.stages;  // the unit where the next tile starts
+  const cusync::HaloTiling& g = p.tiling;
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  if (tid == 0) {
+    mbar_init(wbar, 1);
+    mbar_init(turn, 1);
+    mbar_init(turn + 8, 1);
+    for (int s = 0; s < p.stages; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, 4);  // one arrival per consumer warp
+    }
+    *cursor = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();  // the only CTA-wide barrier: the producer's idle threads exit below
+
+  if (wg == 0) {
+    if (tid != 0) return;
+    if (p.started != nullptr) atomicExch(p.started, 1);
+    // Unit v goes to stage v % S, its u = v / S-th use, which waits for the
+    // consumers' release of use u - 1 (the empty barrier's phase u - 1,
+    // parity (u & 1) ^ 1; a fresh barrier passes u = 0).
+    int v = 0, b_conv = -1, b_loads = 0;
+    const auto acquire_stage = [&](int s) { mbar_wait(empty + 8 * s, ((v / p.stages) & 1) ^ 1); };
+    for (;;) {
+      const int tile = p.begin + atomicAdd(p.counter, 1);
+      if (tile >= p.end) break;
+      const int ci = tile < p.tiles0 ? 0 : 1;
+      const HaloConv<T>& cv = p.conv[ci];
+      const int local = tile - (ci ? p.tiles0 : 0), position = local / cv.nb, nb = local % cv.nb;
+      const cusync::HaloTile t = g.tile(position);
+      if (p.resident_b && b_conv != ci) {
+        // Every unit issued so far reads the old B: wait for their release
+        // (the last use of each stage), then load this conv's.
+        for (int i = 1; i <= p.stages && i <= v; ++i)
+          mbar_wait(empty + 8 * ((v - i) % p.stages), ((v - i) / p.stages) & 1);
+        mbar_expect_tx(wbar, kWeightBytes);
+        for (int tap = 0; tap < kTaps; ++tap) tma_load_2d(weights + tap * kTapBytes, &p.w[ci], wbar, 0, tap * kC);
+        b_conv = ci;
+        ++b_loads;
+      }
+      for (int cb = 0; cb < cv.cb; ++cb, ++v) {
+        const int s = v % p.stages;
+        const uint32_t stage = ring + s * p.stage_bytes;
+        acquire_stage(s);
+        if (ci == 1 && p.waits && (cb == 0 || !p.waits_per_tile)) {
+          // The conv 1 tiles under this halo: channel block cb of them (RowSync: all blocks, once).
+          const int nb1 = p.conv[0].nb;
+          g.for_each_dependency(position, [&](int dep) {
+            for (int b = p.waits_per_tile ? 0 : cb; b < (p.waits_per_tile ? nb1 : cb + 1); ++b) {
+              const int* sem = p.semaphores + dep * nb1 + b;
+              while (cusync::semaphore_load_acquire(sem) == 0) {
+              }
+            }
+          });
+          // Their generic-proxy stores, before the TMA engine reads them.
+          asm volatile("fence.proxy.async.global;" ::: "memory");
+        }
+        records[2 * s] = tile;
+        records[2 * s + 1] = b_loads;
+        mbar_expect_tx(full + 8 * s, p.halo_bytes + (p.resident_b ? 0 : kWeightBytes));
+        tma_load_4d(stage, &p.x[ci], full + 8 * s, cb * kC, t.w0 - 1, t.h0 - 1, t.image);
+        if (!p.resident_b)
+          for (int tap = 0; tap < kTaps; ++tap)
+            tma_load_2d(stage + p.halo_stage_bytes + tap * kTapBytes, &p.w[ci], full + 8 * s, nb * kC,
+                        (tap * cv.cb + cb) * kC);
+      }
+    }
+    // One end record per consumer: each meets one as its next tile.
+    for (int i = 0; i < 2; ++i, ++v) {
+      const int s = v % p.stages;
+      acquire_stage(s);
+      records[2 * s] = kEnd;
+      mbar_arrive(full + 8 * s);
+    }
+    return;
+  }
+
+  const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32;
+  int b_seen = 0;  // resident B: the loads this consumer has waited for
+  for (int k = c;; k += 2) {
+    // This consumer's j-th tile waits for phase j - 1 + c of its turn barrier,
+    // which the other consumer completes with tile k - 1 (consumer 0's first
+    // wait, parity 1 on a fresh barrier, passes).
+    const int j = k / 2;
+    mbar_wait(turn + 8 * c, (j & 1) ^ (c ^ 1));
+    const int v0 = *cursor;
+    {
+      const int s = v0 % p.stages;
+      mbar_wait(full + 8 * s, (v0 / p.stages) & 1);
+    }
+    const int tile = records[2 * (v0 % p.stages)];
+    if (tile == kEnd) {
+      // Pass the turn (and the cursor past this end record) and leave.
+      if (tid % 128 == 0) {
+        *cursor = v0 + 1;
+        mbar_arrive(turn + 8 * (c ^ 1));
+      }
+      return;
+    }
+    const int ci = tile < p.tiles0 ? 0 : 1;
+    const HaloConv<T>& cv = p.conv[ci];
+    const int local = tile - (ci ? p.tiles0 : 0), position = local / cv.nb, nb = local % cv.nb;
+    const cusync::HaloTile t = g.tile(position);
+    if (const int b_loads = records[2 * (v0 % p.stages) + 1]; p.resident_b && b_loads != b_seen) {
+      mbar_wait(wbar, (b_loads - 1) & 1);  // this conv's B: load b_loads completes phase b_loads - 1
+      b_seen = b_loads;
+    }
+    float d0[32], d1[32];  // rows 0-63 and 64-127 of the tile
+    for (int cb = 0; cb < cv.cb; ++cb) {
+      // Use u = v / S of the stage waits for the full barrier's phase u,
+      // parity u & 1. Units pass their full waits in v order (the turn orders
+      // the tiles, and a consumer passes its own units in order), so phase
+      // u - 1 has completed here and the parity names phase u.
+      const int v = v0 + cb, s = v % p.stages;
+      const uint32_t stage = ring + s * p.stage_bytes;
+      if (cb > 0) mbar_wait(full + 8 * s, (v / p.stages) & 1);
+      const uint32_t a_lo = desc_lo(stage + t.a0 * kRowBytes);
+      const uint32_t a_lo1 = a_lo + 64 * kRowBytes / 16;
+      const uint32_t b_lo = desc_lo(p.resident_b ? weights : stage + p.halo_stage_bytes);
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // the last epilogue read d0, d1
+      conv_taps<T, 0, kTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
+      wgmma_commit();
+      conv_taps<T, 0, kTaps - 1>(d1, a_lo1, g.bw, b_lo, cb > 0);
+      wgmma_commit();
+      conv_taps<T, kTaps - 1, kTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
+      wgmma_commit();
+      if (cb == cv.cb - 1) {
+        // Hand the tensor cores (and the cursor) over with the last tap's 4
+        // wgmmas still queued, so the other consumer's queue right behind.
+        wgmma_wait<1>();
+        if (tid % 128 == 0) {
+          *cursor = v0 + cv.cb;
+          mbar_arrive(turn + 8 * (c ^ 1));
+        }
+      }
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
+    }
+
+    store_rows<T, Pair>(g, cv, t, nb, 16 * warp, d0);
+    store_rows<T, Pair>(g, cv, t, nb, 64 + 16 * warp, d1);
+    if (ci == 0 && p.posts) {
+      // The warpgroup's stores, then one release: the tile is done.
+      asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+      if (tid % 128 == 0) {
+        __threadfence();
+        cusync::semaphore_post_store(p.semaphores + local, 1);
+      }
+    }
+  }
+#endif  // CUSYNC_SM90A_DEVICE
+}
+
+}  // namespace cusync_halo
