@@ -121,8 +121,11 @@ def _check_sm90_conv(model, tiles, channels, f1, f2, split_k, mode) -> None:
                          f"got split_k={split_k} with mode {mode!r}")
 
 
-def _check_halo_conv(model, tiles, channels, f1, f2, split_k) -> None:
+def _check_halo_conv(model, tiles, channels, f1, f2, split_k, activation) -> None:
     """What the halo conv (kernels.CONV_HALO_CONFIGS) needs, said before anything runs."""
+    if activation not in ("relu", "identity"):
+        raise ValueError(f"activation: the halo conv's epilogue applies 'relu' or 'identity'; got {activation!r} "
+                         f"(take another tile)")
     halo = kernels.CONV_HALO_CONFIGS[0].tile
     if model.arch not in (0, 90):
         raise ValueError(f"tile: {halo.text} is the halo conv's (compute capability 9.0); device "
@@ -242,7 +245,7 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
         if config is not None and config.kernel == 1:
             _check_sm90_conv(model, tiles, (in_channels, mid_channels, out_channels), f1, f2, split_k, run_mode)
         if config is not None and config.kernel == 2:
-            _check_halo_conv(model, tiles, (in_channels, mid_channels, out_channels), f1, f2, split_k)
+            _check_halo_conv(model, tiles, (in_channels, mid_channels, out_channels), f1, f2, split_k, activation)
         candidates = [(tiles[0], tiles[1], config)]
     else:
         candidates = [(c.tile, c.tile, c) for c in kernels.CONV_CUDA_CONFIGS]

@@ -409,6 +409,8 @@ def test_halo_conv_refuses_what_it_cannot_run():
         cs.plan_conv_pair(1, 14, 14, 64, 64, 40, device="h200", tile=(128, 64, 576))
     with pytest.raises(ValueError, match="does not split k"):
         cs.plan_conv_pair(1, 14, 14, 64, 64, device="h200", tile=(128, 64, 576), split_k=(2, 1))
+    with pytest.raises(ValueError, match="'relu' or 'identity'"):
+        cs.plan_conv_pair(1, 14, 14, 64, 64, device="h200", tile=(128, 64, 576), activation="gelu")
 
 
 @pytest.mark.parametrize("n,h,w", [(1, 56, 56), (2, 7, 7), (3, 13, 13), (1, 5, 150), (2, 3, 300), (1, 1, 1),

@@ -175,6 +175,9 @@ Error check_conv_pair_halo(const ConvPairSpec& s) {
     return Error::InvalidArgument("cusync_jax: the halo conv does not split k");
   if (s.policy.kind == cusync::PolicyKind::kStridedSync)
     return Error::InvalidArgument("cusync_jax: the conv pair takes TileSync, RowSync or Conv2DTileSync");
+  if (s.activation != cusync::Activation::kRelu && s.activation != cusync::Activation::kIdentity)
+    return Error::InvalidArgument("cusync_jax: the halo conv's epilogue applies 'relu' or 'identity' (ResNet's and "
+                                  "VGG's); take another kernel for other activations");
   if (s.policy.under_wait != 0)
     return Error::InvalidArgument("cusync_jax: the halo conv waits for every tile it reads (no under_wait)");
   if (s.images * s.height * s.width * std::max(s.in_channels, std::max(s.mid_channels, s.out_channels)) >=

@@ -24,8 +24,8 @@
 // streamed (a stage carries its unit's B block). Warpgroups 1 and 2 consume in
 // pingpong, a whole tile each (two m64n64k16 chains of 36 wgmmas a unit),
 // alternating by a pair of "turn" mbarriers: each hands the tensor cores over
-// with its last unit's last tap still queued, so its epilogue (bias,
-// activation or residual, half stores, then the tile's post) runs under the
+// with its last unit's last tap still queued, so its epilogue (bias, ReLU
+// or residual, half stores, then the tile's post) runs under the
 // other's MMAs. The turn also passes the unit cursor (where the next tile's
 // units start), and orders the consumers' full-barrier waits in ring order,
 // which the parity waits on a ring shared by two consumers rely on.
@@ -45,7 +45,7 @@
 #include <type_traits>
 
 #include "cuda/sm90_chain_config.cuh"  // CUSYNC_SM90A_DEVICE
-#include "cusync/activation.h"
+#include "cusync/activation.h"  // Activation
 #include "cusync/halo_tiling.h"
 #include "cusync/semaphore.h"
 
@@ -99,6 +99,26 @@ struct HaloParams {
 inline size_t halo_smem_bytes(int resident_b, int stage_bytes, int stages) {
   return 1024 + (resident_b ? kWeightBytes : 0) + 24 + size_t(stages) * (stage_bytes + 16 + 8) + 8;
 }
+
+#ifdef CUSYNC_HALO_STAMPS
+// Diagnostics (bench/halo_pair_probe.cu): 16 words a CTA, in host-mapped
+// memory so the host reads them while a launch runs; see STAMP's uses.
+__device__ unsigned long long* halo_stamps;
+__device__ __forceinline__ unsigned long long halo_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+#define CUSYNC_HALO_STAMP(slot, value)                                          \
+  do {                                                                          \
+    reinterpret_cast<volatile unsigned long long*>(halo_stamps)[blockIdx.x * 16 + (slot)] = (value); \
+    __threadfence_system();                                                     \
+  } while (0)
+#else
+#define CUSYNC_HALO_STAMP(slot, value) \
+  do {                                 \
+  } while (0)
+#endif
 
 #if defined(CUSYNC_SM90A_DEVICE)
 // ---- PTX wrappers
@@ -216,8 +236,12 @@ __device__ __forceinline__ __nv_bfloat16 to_element<__nv_bfloat16>(float v) { re
 
 // Rows first_row .. first_row + 15 of the tile, a warp's share of one chain:
 // D fragment rows lane / 4 (+ 8), columns 8 i + 2 (lane % 4) (+ 1).
-template <class T, class Pair>
-__device__ __forceinline__ void store_rows(const cusync::HaloTiling& g, const HaloConv<T>& cv, const cusync::HaloTile& t,
+// cv and g by value, in registers: read through a reference into the kernel's
+// parameters, every store (which might alias them) would reload them. kRelu:
+// ReLU or nothing (the halo conv's activations, cuda/halo_conv_sm90.cu), a
+// compile-time choice so the epilogue stays small in the instruction cache.
+template <class T, class Pair, bool kRelu>
+__device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const HaloConv<T> cv, const cusync::HaloTile& t,
                                            int nb, int first_row, const float (&d)[32]) {
   const int lane = threadIdx.x % 32;
   const int col0 = nb * kC + 2 * (lane % 4);
@@ -244,8 +268,8 @@ __device__ __forceinline__ void store_rows(const cusync::HaloTiling& g, const Ha
         v1 += float(r.y);
       }
       Pair o;
-      o.x = to_element<T>(cusync::activate(cv.activation, 0, v0));
-      o.y = to_element<T>(cusync::activate(cv.activation, 0, v1));
+      o.x = to_element<T>(kRelu ? fmaxf(v0, 0.f) : v0);
+      o.y = to_element<T>(kRelu ? fmaxf(v1, 0.f) : v1);
       *reinterpret_cast<Pair*>(cv.out + at + 8 * i) = o;
     }
   }
@@ -268,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
   // before it (resident B: the consumers wait for that load's phase).
   int* const records = reinterpret_cast<int*>(smem + (empty + 8 * p.stages - weights));
   int* const cursor = records + 2 * p.stages;  // the unit where the next tile starts
-  const cusync::HaloTiling& g = p.tiling;
+  const cusync::HaloTiling g = p.tiling;
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
@@ -284,6 +308,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
   __syncthreads();  // the only CTA-wide barrier: the producer's idle threads exit below
+  if (tid == 0) CUSYNC_HALO_STAMP(0, halo_now());
 
   if (wg == 0) {
     if (tid != 0) return;
@@ -295,9 +320,11 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     const auto acquire_stage = [&](int s) { mbar_wait(empty + 8 * s, ((v / p.stages) & 1) ^ 1); };
     for (;;) {
       const int tile = p.begin + atomicAdd(p.counter, 1);
+      if (v == 0) CUSYNC_HALO_STAMP(1, halo_now());
       if (tile >= p.end) break;
+      CUSYNC_HALO_STAMP(2, tile);
       const int ci = tile < p.tiles0 ? 0 : 1;
-      const HaloConv<T>& cv = p.conv[ci];
+      const HaloConv<T> cv = p.conv[ci];
       const int local = tile - (ci ? p.tiles0 : 0), position = local / cv.nb, nb = local % cv.nb;
       const cusync::HaloTile t = g.tile(position);
       if (p.resident_b && b_conv != ci) {
@@ -327,6 +354,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
           // Their generic-proxy stores, before the TMA engine reads them.
           asm volatile("fence.proxy.async.global;" ::: "memory");
         }
+        CUSYNC_HALO_STAMP(12, v);
         records[2 * s] = tile;
         records[2 * s + 1] = b_loads;
         mbar_expect_tx(full + 8 * s, p.halo_bytes + (p.resident_b ? 0 : kWeightBytes));
@@ -344,6 +372,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       records[2 * s] = kEnd;
       mbar_arrive(full + 8 * s);
     }
+    CUSYNC_HALO_STAMP(3, halo_now());
     return;
   }
 
@@ -356,27 +385,38 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     const int j = k / 2;
     mbar_wait(turn + 8 * c, (j & 1) ^ (c ^ 1));
     const int v0 = *cursor;
+    if (tid % 128 == 0) CUSYNC_HALO_STAMP(13 + c, v0);
     {
       const int s = v0 % p.stages;
       mbar_wait(full + 8 * s, (v0 / p.stages) & 1);
     }
+    if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(4, halo_now());
     const int tile = records[2 * (v0 % p.stages)];
+    const int b_loads = records[2 * (v0 % p.stages) + 1];
+    // Every warp of the warpgroup has passed its turn wait and read the
+    // cursor and the record before any thread hands the turn on (and the
+    // other consumer rewrites the cursor): an end record has no wgmma to
+    // hold the warps together.
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
     if (tile == kEnd) {
       // Pass the turn (and the cursor past this end record) and leave.
       if (tid % 128 == 0) {
         *cursor = v0 + 1;
         mbar_arrive(turn + 8 * (c ^ 1));
+        CUSYNC_HALO_STAMP(8 + c, halo_now());
+        CUSYNC_HALO_STAMP(10 + c, k / 2);
       }
       return;
     }
     const int ci = tile < p.tiles0 ? 0 : 1;
-    const HaloConv<T>& cv = p.conv[ci];
+    const HaloConv<T> cv = p.conv[ci];
     const int local = tile - (ci ? p.tiles0 : 0), position = local / cv.nb, nb = local % cv.nb;
     const cusync::HaloTile t = g.tile(position);
-    if (const int b_loads = records[2 * (v0 % p.stages) + 1]; p.resident_b && b_loads != b_seen) {
+    if (p.resident_b && b_loads != b_seen) {
       mbar_wait(wbar, (b_loads - 1) & 1);  // this conv's B: load b_loads completes phase b_loads - 1
       b_seen = b_loads;
     }
+    if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(5, halo_now());
     float d0[32], d1[32];  // rows 0-63 and 64-127 of the tile
     for (int cb = 0; cb < cv.cb; ++cb) {
       // Use u = v / S of the stage waits for the full barrier's phase u,
@@ -409,8 +449,15 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
     }
 
-    store_rows<T, Pair>(g, cv, t, nb, 16 * warp, d0);
-    store_rows<T, Pair>(g, cv, t, nb, 64 + 16 * warp, d1);
+    if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(6, halo_now());
+    if (cv.activation == cusync::Activation::kRelu) {
+      store_rows<T, Pair, true>(g, cv, t, nb, 16 * warp, d0);
+      store_rows<T, Pair, true>(g, cv, t, nb, 64 + 16 * warp, d1);
+    } else {
+      store_rows<T, Pair, false>(g, cv, t, nb, 16 * warp, d0);
+      store_rows<T, Pair, false>(g, cv, t, nb, 64 + 16 * warp, d1);
+    }
+    if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(7, halo_now());
     if (ci == 0 && p.posts) {
       // The warpgroup's stores, then one release: the tile is done.
       asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");

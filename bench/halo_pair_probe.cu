@@ -1,0 +1,191 @@
+// The package's halo conv kernel (ffi/cuda/halo_conv_sm90.cuh) outside XLA:
+// a ResNet pair (C = 64, B resident) in serial launches, checked against a
+// CPU reference, timed, and watched: each CTA stamps its phases into
+// host-mapped memory (CUSYNC_HALO_STAMPS), so a launch that does not finish
+// within 3 s is reported CTA by CTA instead of hanging the run.
+//
+// Built by `HARNESS=halo_pair_probe bench/gemm_vs_cutlass.sh -DCUSYNC_HALO_STAMPS`.
+//   halo_pair_probe N [H W]    (default 56 x 56); without -DCUSYNC_HALO_STAMPS
+//                              it times the launches and checks, no more
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "cuda/halo_conv_sm90.cuh"
+#include "cuda_exit_check.h"
+
+using namespace cusync_halo;
+
+static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  void* pfn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &pfn, 12000, cudaEnableDefault, &q));
+  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(pfn);
+}
+
+static void encode(CUtensorMap* map, const void* ptr, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
+                   const cuuint32_t* box) {
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  if (encode_tiled()(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, const_cast<void*>(ptr), dims, strides, box, unit,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "encode failed\n");
+    std::exit(1);
+  }
+}
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 1, h = argc > 3 ? std::atoi(argv[2]) : 56,
+            w = argc > 3 ? std::atoi(argv[3]) : 56;
+  constexpr int C = 64;
+  const size_t px = size_t(n) * h * w;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<__half> hx(px * C), hk1(9 * C * C), hk2(9 * C * C), hb1(C), hb2(C);
+  for (auto& v : hx) v = __float2half(u(rng));
+  for (auto& v : hk1) v = __float2half(u(rng) / 24.f);
+  for (auto& v : hk2) v = __float2half(u(rng) / 24.f);
+  for (auto& v : hb1) v = __float2half(0.1f * u(rng));
+  for (auto& v : hb2) v = __float2half(0.1f * u(rng));
+  __half *x, *k1, *k2, *b1, *b2, *mid, *y;
+  int* sync;
+  CHECK(cudaMalloc(&x, px * C * 2));
+  CHECK(cudaMalloc(&mid, px * C * 2));
+  CHECK(cudaMalloc(&y, px * C * 2));
+  CHECK(cudaMalloc(&k1, 9 * C * C * 2));
+  CHECK(cudaMalloc(&k2, 9 * C * C * 2));
+  CHECK(cudaMalloc(&b1, C * 2));
+  CHECK(cudaMalloc(&b2, C * 2));
+  CHECK(cudaMalloc(&sync, 1 << 20));
+  CHECK(cudaMemcpy(x, hx.data(), px * C * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(k1, hk1.data(), hk1.size() * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(k2, hk2.data(), hk2.size() * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(b1, hb1.data(), C * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(b2, hb2.data(), C * 2, cudaMemcpyHostToDevice));
+
+  HaloParams<__half> p{};
+  p.tiling = cusync::make_halo_tiling(n, h, w);
+  const auto& g = p.tiling;
+  const cuuint64_t xdims[4] = {C, cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
+  const cuuint64_t xstrides[3] = {C * 2, cuuint64_t(w) * C * 2, cuuint64_t(h) * w * C * 2};
+  const cuuint32_t xbox[4] = {kC, cuuint32_t(g.bw), cuuint32_t(g.rows), 1};
+  const cuuint64_t wdims[2] = {C, 9 * C};
+  const cuuint64_t wstrides[1] = {C * 2};
+  const cuuint32_t wbox[2] = {kC, kC};
+  encode(&p.x[0], x, 4, xdims, xstrides, xbox);
+  encode(&p.x[1], mid, 4, xdims, xstrides, xbox);
+  encode(&p.w[0], k1, 2, wdims, wstrides, wbox);
+  encode(&p.w[1], k2, 2, wdims, wstrides, wbox);
+  p.conv[0] = HaloConv<__half>{b1, nullptr, mid, 1, 1, C, cusync::Activation::kRelu};
+  p.conv[1] = HaloConv<__half>{b2, nullptr, y, 1, 1, C, cusync::Activation::kIdentity};
+  p.tiles0 = g.tiles();
+  p.semaphores = sync + 8;
+  p.resident_b = 1;
+  p.halo_bytes = g.bw * g.rows * kRowBytes;
+  p.halo_stage_bytes = (p.halo_bytes + 1023) / 1024 * 1024;
+  p.stage_bytes = p.halo_stage_bytes;
+  int optin = 0, sms = 0;
+  CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  while (halo_smem_bytes(1, p.stage_bytes, p.stages + 1) <= size_t(optin)) ++p.stages;
+  const size_t smem = halo_smem_bytes(1, p.stage_bytes, p.stages);
+  auto kernel = halo_conv_kernel<__half, __half2>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  unsigned long long* stamps = nullptr;
+  CHECK(cudaHostAlloc(&stamps, 16 * 1024 * sizeof(unsigned long long), cudaHostAllocMapped));
+#ifdef CUSYNC_HALO_STAMPS
+  unsigned long long* dstamps = nullptr;
+  CHECK(cudaHostGetDevicePointer(&dstamps, stamps, 0));
+  CHECK(cudaMemcpyToSymbol(halo_stamps, &dstamps, sizeof(dstamps)));
+#endif
+  std::printf("n=%d h=%d w=%d tiles=%d stages=%d smem=%zu bw=%d rows=%d\n", n, h, w, g.tiles(), p.stages, smem, g.bw,
+              g.rows);
+
+  const auto launch = [&](int stage) {
+    HaloParams<__half> q = p;
+    q.begin = stage == 0 ? 0 : p.tiles0;
+    q.end = stage == 0 ? p.tiles0 : 2 * p.tiles0;
+    q.counter = sync + stage;
+    const int grid = std::min(g.tiles(), sms);
+    std::memset(stamps, 0, 16 * 1024 * sizeof(unsigned long long));
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    CHECK(cudaEventRecord(e0));
+    kernel<<<grid, kThreads, smem>>>(q);
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaGetLastError());
+    const auto t0 = std::chrono::steady_clock::now();
+    while (cudaStreamQuery(0) == cudaErrorNotReady) {
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(3)) {
+        std::printf("stage %d HANG; per CTA: start, first atomic, last tile, producer end, c0 full, c0 wbar, c0 mma, "
+                    "c0 store, c0 exit, c1 exit, c0 tiles, c1 tiles, producer v, c0 v0, c1 v0 (times in us)\n",
+                    stage);
+        for (int b = 0; b < grid; ++b) {
+          const unsigned long long* s = stamps + b * 16;
+          const auto us = [&](int i) { return s[i] ? double(s[i] - s[0]) / 1e3 : -1.0; };
+          std::printf("cta %3d: %.2f %.2f tile %llu end %.2f | %.2f %.2f %.2f %.2f exit %.2f %.2f | tiles %llu %llu | v %llu %llu %llu\n",
+                      b, 0.0, us(1), s[2], us(3), us(4), us(5), us(6), us(7), us(8), us(9), s[10], s[11], s[12],
+                      s[13], s[14]);
+        }
+        std::fflush(stdout);
+        std::_Exit(3);
+      }
+    }
+    CHECK(cudaGetLastError());
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    std::printf("stage %d launch %.2f us\n", stage, ms * 1e3);
+#ifdef CUSYNC_HALO_STAMPS
+    unsigned long long first = ~0ull, last = 0;
+    double mma = 0, wbar = 0, full = 0;
+    for (int b = 0; b < grid; ++b) {
+      const unsigned long long* s = stamps + b * 16;
+      first = std::min(first, s[0]);
+      last = std::max({last, s[8], s[9], s[3]});
+      full += (s[4] - s[0]) / 1e3 / grid;
+      wbar += (s[5] - s[0]) / 1e3 / grid;
+      mma += (s[6] - s[0]) / 1e3 / grid;
+    }
+    std::printf("stage %d done: span %.2f us; mean from CTA start: c0 full %.2f, wbar %.2f, first MMAs done %.2f\n",
+                stage, (last - first) / 1e3, full, wbar, mma);
+    const unsigned long long* s = stamps;
+    std::printf("  cta 0: atomic %.2f end %.2f full %.2f wbar %.2f mma %.2f store %.2f exit %.2f %.2f tiles %llu %llu\n",
+                (s[1] - s[0]) / 1e3, (s[3] - s[0]) / 1e3, (s[4] - s[0]) / 1e3, (s[5] - s[0]) / 1e3,
+                (s[6] - s[0]) / 1e3, (s[7] - s[0]) / 1e3, (s[8] - s[0]) / 1e3, (s[9] - s[0]) / 1e3, s[10], s[11]);
+#endif
+  };
+  for (int rep = 0; rep < 3; ++rep) {
+    CHECK(cudaMemset(sync, 0, 1 << 20));
+    launch(0);
+    launch(1);
+  }
+  // Check conv 1 (h) at a few pixels against the CPU.
+  std::vector<__half> hm(px * C);
+  CHECK(cudaMemcpy(hm.data(), mid, px * C * 2, cudaMemcpyDeviceToHost));
+  double err = 0;
+  for (size_t i = 0; i < px; i += std::max<size_t>(1, px / 97)) {
+    const int b = int(i / (h * w)), yy = int(i / w % h), xx = int(i % w);
+    for (int co = 0; co < C; ++co) {
+      float acc = __half2float(hb1[co]);
+      for (int r = 0; r < 3; ++r)
+        for (int s2 = 0; s2 < 3; ++s2) {
+          const int iy = yy + r - 1, ix = xx + s2 - 1;
+          if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+          for (int ci = 0; ci < C; ++ci)
+            acc += __half2float(hx[((size_t(b) * h + iy) * w + ix) * C + ci]) *
+                   __half2float(hk1[((r * 3 + s2) * C + ci) * C + co]);
+        }
+      err = std::max(err, double(std::fabs(std::max(acc, 0.f) - __half2float(hm[i * C + co]))));
+    }
+  }
+  std::printf("conv 1 max abs err %.4g %s\n", err, err < 2e-2 ? "PASS" : "FAIL");
+  return 0;
+}
