@@ -22,6 +22,8 @@ conv_vs_cutlass _phases -DCUSYNC_SM90_PHASE_TIMES
 gemm_vs_cutlass _
 gemm_vs_cutlass _phases -DCUSYNC_SM90_PHASE_TIMES
 halo_conv_probe _
+halo_pair_probe _
+halo_pair_probe _stamps -DCUSYNC_HALO_STAMPS
 EOF
 build_one() {
   local harness=$1 suffix=$2; shift 2
