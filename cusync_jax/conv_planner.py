@@ -200,6 +200,11 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     k-blocks). (1, 1): none. At most each conv's k-block count; an explicit
     choice the wave model does not make.
 
+    tile=(128, 64, 576) runs the halo conv (kernel family 2, Hopper): each
+    tile's input loaded once as a halo of padded rows and read by all 9 taps;
+    3x3 filters, channels that are multiples of 64, 'relu' or 'identity', no
+    split_k; every mode and policy.
+
     The Hopper conv with in_channels that are no multiple of 64 (an RGB
     image) plans conv 1 as a 1x1 conv over the input's unfolded windows
     (``report.plan.unfold1``; the report's channels and filters are the
