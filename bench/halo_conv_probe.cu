@@ -82,15 +82,11 @@
 #include <random>
 #include <vector>
 
+#include "cuda/halo_conv_sm90.cuh"  // the constants and PTX wrappers the package's halo conv uses
 #include "cuda_exit_check.h"
 
-constexpr int kC = 64;                     // channels of a block of C_in; C_out
-constexpr int kTaps = 9;
-constexpr int kTileM = 128;                // positions per tile
-constexpr int kThreads = 384;              // producer + two consumer warpgroups
-constexpr int kRowBytes = kC * 2;          // one position (or one filter row) in smem
-constexpr int kTapBytes = kC * kRowBytes;  // one tap of B: 8 KB
-constexpr int kWeightBytes = kTaps * kTapBytes;  // one channel block of B
+using namespace cusync_halo;
+
 constexpr int kWideBW = kTileM + 2;        // halo row of a wide tile
 static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
 
@@ -109,91 +105,6 @@ struct Params {
   __half* y;
 };
 
-// ---- PTX wrappers
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-
-// Returns once the phase of the given parity has completed; on a fresh barrier
-// (in phase 0) parity 1 counts as completed.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred P1;\n"
-      "LAB_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-      "@P1 bra DONE;\n"
-      "bra LAB_WAIT;\n"
-      "DONE:\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
-          "r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-
-__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
-                                            int c2, int c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
-      "%5}], [%6];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-      : "memory");
-}
-
-// wgmma descriptor of a K-major, 128B-swizzled operand at smem address addr:
-// low word start >> 4 and LBO (unused, 1); high word SBO = 8 rows of 128 bytes,
-// base offset 0, 128B swizzle. Adding n to the low word moves the start by
-// 16 n bytes: smem addresses are below 2^18, so the 14-bit field never carries.
-constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);
-__device__ __forceinline__ uint32_t desc_lo(uint32_t addr) { return ((addr & 0x3FFFF) >> 4) | (1u << 16); }
-__device__ __forceinline__ uint64_t desc(uint32_t lo) { return (uint64_t(kDescHi) << 32) | lo; }
-
-// D = A * B (+ D if accumulate), m64n64k16, A K-major and B MN-major (the
-// filter as HWIO stores it: 64 output channels a 128-byte row, one row per
-// input channel; the transpose bit set) in shared memory.
-__device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, p, 1, 1, 0, 1;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(accumulate));
-}
-
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
 // ---- The kernel
 struct Tile {
   int n, h0, w0, a0;  // see the top of the file
@@ -204,21 +115,6 @@ __device__ __forceinline__ Tile decode(const Params& p, int tile) {
   if (p.wide) return {n, t / p.segs, (t % p.segs) * kTileM, 0};
   const int p0 = t * kTileM, h0 = p0 / p.bw;
   return {n, h0, 0, p0 - h0 * p.bw};
-}
-
-// Taps r * 3 + s in [kTap0, kTap1) of one 64-row chain; a_lo: the descriptor
-// (low word) of the chain's position 0 in the halo, b_lo: that of tap 0 of
-// the block of B; acc: whether d already holds earlier channel blocks' sums.
-template <int kTap0, int kTap1>
-__device__ __forceinline__ void conv_taps(float (&d)[32], uint32_t a_lo, int bw, uint32_t b_lo, int acc) {
-#pragma unroll
-  for (int tap = kTap0; tap < kTap1; ++tap) {
-    const uint32_t a_tap = a_lo + uint32_t((tap / 3) * bw + tap % 3) * (kRowBytes / 16);
-    const uint32_t b_tap = b_lo + tap * (kTapBytes / 16);
-#pragma unroll
-    for (int j = 0; j < kC / 16; ++j)  // 16 channels = 32 bytes along the row
-      wgmma_64x64x16(d, desc(a_tap + 2 * j), desc(b_tap + j * (16 * kRowBytes / 16)), acc | (tap > 0) | (j > 0));
-  }
 }
 
 // Rows first_row .. first_row + 15 of the tile, this warp's share of one chain.
@@ -242,6 +138,7 @@ __device__ __forceinline__ void store_rows(const Params& p, const Tile& t, int f
 
 __global__ void __launch_bounds__(kThreads, 1)
     halo_conv(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, const Params p) {
+#if defined(CUSYNC_SM90A_DEVICE)  // the wrappers exist in the sm_90a pass only
   extern __shared__ uint8_t smem_raw[];
   // Every TMA destination on a 1024-byte boundary: the swizzle pattern's start.
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -253,17 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t empty = full + 8 * p.stages;  // empty[s] at empty + 8 s
 
   const int tid = threadIdx.x, wg = tid / 128;
-  if (tid == 0) {
-    mbar_init(wbar, 1);
-    mbar_init(turn, 1);
-    mbar_init(turn + 8, 1);
-    for (int s = 0; s < p.stages; ++s) {
-      mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, 4);  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  }
+  if (tid == 0) init_barriers(wbar, turn, full, empty, p.stages);
   __syncthreads();  // the only CTA-wide barrier: the producer's idle threads exit below
 
   if (wg == 0) {
@@ -328,11 +215,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t a_lo1 = a_lo + 64 * kRowBytes / 16;
       const uint32_t b_lo = desc_lo(p.cb == 1 ? weights : stage + p.halo_stage_bytes);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // the last epilogue read d0, d1
-      conv_taps<0, kTaps>(d0, a_lo, p.bw, b_lo, cb > 0);
+      conv_taps<__half, 0, kTaps>(d0, a_lo, p.bw, b_lo, cb > 0);
       wgmma_commit();
-      conv_taps<0, kTaps - 1>(d1, a_lo1, p.bw, b_lo, cb > 0);
+      conv_taps<__half, 0, kTaps - 1>(d1, a_lo1, p.bw, b_lo, cb > 0);
       wgmma_commit();
-      conv_taps<kTaps - 1, kTaps>(d1, a_lo1, p.bw, b_lo, cb > 0);
+      conv_taps<__half, kTaps - 1, kTaps>(d1, a_lo1, p.bw, b_lo, cb > 0);
       wgmma_commit();
       if (cb == p.cb - 1) {
         // Hand the tensor cores over with the last tap's 4 wgmmas still queued,
@@ -347,6 +234,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     store_rows(p, t, 16 * warp, d0, bias);
     store_rows(p, t, 64 + 16 * warp, d1, bias);
   }
+#endif  // CUSYNC_SM90A_DEVICE
 }
 
 // ---- Host

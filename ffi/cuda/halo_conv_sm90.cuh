@@ -227,6 +227,22 @@ __device__ __forceinline__ void conv_taps(float (&d)[32], uint32_t a_lo, int bw,
   }
 }
 
+// One thread: B's barrier and the two turns take one arrival, a stage's full
+// barrier the producer's (with the TMA bytes), its empty one an arrival per
+// consumer warp; then visible to the async proxy.
+__device__ __forceinline__ void init_barriers(uint32_t wbar, uint32_t turn, uint32_t full, uint32_t empty,
+                                              int stages) {
+  mbar_init(wbar, 1);
+  mbar_init(turn, 1);
+  mbar_init(turn + 8, 1);
+  for (int s = 0; s < stages; ++s) {
+    mbar_init(full + 8 * s, 1);
+    mbar_init(empty + 8 * s, 4);
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 template <class T>
 __device__ __forceinline__ T to_element(float v);
 template <>
@@ -296,16 +312,8 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
-    mbar_init(wbar, 1);
-    mbar_init(turn, 1);
-    mbar_init(turn + 8, 1);
-    for (int s = 0; s < p.stages; ++s) {
-      mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, 4);  // one arrival per consumer warp
-    }
     *cursor = 0;
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    init_barriers(wbar, turn, full, empty, p.stages);
   }
   __syncthreads();  // the only CTA-wide barrier: the producer's idle threads exit below
   if (tid == 0) CUSYNC_HALO_STAMP(0, halo_now());
