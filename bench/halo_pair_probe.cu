@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -112,7 +113,7 @@ int main(int argc, char** argv) {
     HaloParams<__half> q = p;
     q.begin = stage == 0 ? 0 : p.tiles0;
     q.end = stage == 0 ? p.tiles0 : 2 * p.tiles0;
-    q.counter = sync + stage;
+    q.counter = stage == 0 ? nullptr : sync + stage;  // conv 1 static, conv 2 from a counter
     const int grid = std::min(g.tiles(), sms);
     std::memset(stamps, 0, 16 * 1024 * sizeof(unsigned long long));
     cudaEvent_t e0, e1;
@@ -167,6 +168,56 @@ int main(int argc, char** argv) {
     launch(0);
     launch(1);
   }
+#ifndef CUSYNC_HALO_STAMPS
+  // Timing: back-to-back calls as the package makes them (serial: static
+  // schedules; fused: the sync words zeroed first), 20 a round between events, rounds alternated
+  // between the three forms; medians of 7 rounds, in us a call.
+  {
+    const int grid = std::min(g.tiles(), sms);
+    const size_t zeroed = (8 + size_t(p.tiles0)) * sizeof(int);
+    const auto issue = [&](int begin, int end, int counter, int synced) {
+      HaloParams<__half> q = p;
+      q.begin = begin;
+      q.end = end;
+      q.counter = counter < 0 ? nullptr : sync + counter;
+      q.posts = q.waits = synced;
+      kernel<<<grid, kThreads, smem>>>(q);
+    };
+    const auto call = [&](int form) {
+      if (form == 0) {  // serial pair: static schedules, nothing to zero
+        issue(0, p.tiles0, -1, 0);
+        issue(p.tiles0, 2 * p.tiles0, -1, 0);
+      } else if (form == 1) {  // conv 1 alone
+        issue(0, p.tiles0, -1, 0);
+      } else {  // fused pair
+        CHECK(cudaMemsetAsync(sync, 0, zeroed));
+        issue(0, 2 * p.tiles0, 2, 1);
+      }
+    };
+    const char* names[3] = {"serial-pair", "conv1-alone", "fused-pair"};
+    std::vector<float> times[3];
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    for (int form = 0; form < 3; ++form) call(form);  // warm
+    for (int round = 0; round < 7; ++round)
+      for (int form = 0; form < 3; ++form) {
+        CHECK(cudaEventRecord(e0));
+        for (int i = 0; i < 20; ++i) call(form);
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        times[form].push_back(ms * 1e3f / 20);
+      }
+    CHECK(cudaGetLastError());
+    for (int form = 0; form < 3; ++form) {
+      std::sort(times[form].begin(), times[form].end());
+      std::printf("time n=%d %s us_per_call=%.2f (min %.2f max %.2f)\n", n, names[form], times[form][3],
+                  times[form][0], times[form][6]);
+    }
+  }
+#endif
   // Check conv 1 (h) at a few pixels against the CPU.
   std::vector<__half> hm(px * C);
   CHECK(cudaMemcpy(hm.data(), mid, px * C * 2, cudaMemcpyDeviceToHost));

@@ -6,8 +6,9 @@
 //            wait kernel (cuda/two_streams.h); conv 2's units wait
 //   fused    one launch of both convs' tiles in order (cannot deadlock)
 //
-// Every launch is persistent (a CTA per SM at most) and takes its tiles from
-// a counter in the call's sync header.
+// Every launch is persistent (a CTA per SM at most). Launches that wait or
+// post take their tiles from a counter in the call's sync header; serial
+// ones take every grid-th tile from their block index.
 #include "cuda/halo_conv_sm90.h"
 
 #include <cutlass/cuda_host_adapter.hpp>
@@ -112,7 +113,8 @@ Error run(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t stream, cons
     HaloParams<T> q = p;
     q.begin = stage == 0 ? 0 : p.tiles0;
     q.end = stage == 0 ? p.tiles0 : p.tiles0 + tiles1;
-    q.counter = b.sync + (stage == 0 ? cusync::kProducerCounter : cusync::kConsumerCounter);
+    // Serial launches schedule their tiles statically: no counter to zero.
+    q.counter = synced ? b.sync + (stage == 0 ? cusync::kProducerCounter : cusync::kConsumerCounter) : nullptr;
     q.posts = synced && stage == 0;
     q.waits = synced && stage == 1;
     q.started = synced && stage == 0 ? b.sync + cusync::kProducerStarted : nullptr;

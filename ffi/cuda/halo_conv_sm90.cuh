@@ -59,6 +59,10 @@ constexpr int kRowBytes = kC * 2;                // one position (or one filter 
 constexpr int kTapBytes = kC * kRowBytes;        // one tap of B: 8 KB
 constexpr int kWeightBytes = kTaps * kTapBytes;  // one block of B
 constexpr int kEnd = -1;                         // a stage record: no more tiles
+#ifndef CUSYNC_HALO_HANDOFF_TAPS
+#define CUSYNC_HALO_HANDOFF_TAPS 1
+#endif
+constexpr int kHandoffTaps = CUSYNC_HALO_HANDOFF_TAPS;  // taps still queued when the turn passes
 static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
 
 // One convolution of the launch.
@@ -80,7 +84,7 @@ struct HaloParams {
   cusync::HaloTiling tiling;
   int tiles0;         // conv 1's tiles: tiling.tiles() * conv[0].nb
   int begin, end;     // the launch's tiles
-  int* counter;       // the launch's next tile (zeroed before it)
+  int* counter;       // the launch's next tile (zeroed before it); null: a static schedule (no waits)
   int* started;       // streams mode's producer launch: set once a CTA runs (the wait kernel spins on it)
   int* semaphores;    // one per conv 1 tile, 1 once it is stored
   int waits;          // conv 2's units wait on the conv 1 tiles under their halo
@@ -253,21 +257,19 @@ __device__ __forceinline__ __nv_bfloat16 to_element<__nv_bfloat16>(float v) { re
 // Rows first_row .. first_row + 15 of the tile, a warp's share of one chain:
 // D fragment rows lane / 4 (+ 8), columns 8 i + 2 (lane % 4) (+ 1).
 // cv and g by value, in registers: read through a reference into the kernel's
-// parameters, every store (which might alias them) would reload them. kRelu:
-// ReLU or nothing (the halo conv's activations, cuda/halo_conv_sm90.cu), a
-// compile-time choice so the epilogue stays small in the instruction cache.
-template <class T, class Pair, bool kRelu>
+// parameters, every store (which might alias them) would reload them. kRelu
+// (ReLU or nothing, the halo conv's activations: cuda/halo_conv_sm90.cu) and
+// kResidual are compile-time choices: a residual tested at run time left its
+// predicated loads between the stores, and each pair of stores waited on them
+// (the epilogue took 40 % of the consumers' time at batch 32, ncu).
+template <class T, class Pair, bool kRelu, bool kResidual>
 __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const HaloConv<T> cv, const cusync::HaloTile& t,
                                            int nb, int first_row, const float (&d)[32]) {
   const int lane = threadIdx.x % 32;
   const int col0 = nb * kC + 2 * (lane % 4);
-  float bias[16];
+  Pair bias[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const Pair b = *reinterpret_cast<const Pair*>(cv.bias + col0 + 8 * i);
-    bias[2 * i] = float(b.x);
-    bias[2 * i + 1] = float(b.y);
-  }
+  for (int i = 0; i < 8; ++i) bias[i] = *reinterpret_cast<const Pair*>(cv.bias + col0 + 8 * i);
 #pragma unroll
   for (int hi = 0; hi < 2; ++hi) {
     const int q = t.a0 + first_row + lane / 4 + 8 * hi;
@@ -275,13 +277,17 @@ __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const Hal
     const int h = t.h0 + dh, w = t.w0 + q - dh * g.bw;
     if (h >= g.height || w >= g.width) continue;  // a position off the image
     const size_t at = ((size_t(t.image) * g.height + h) * g.width + w) * cv.out_channels + col0;
+    Pair res[8];
+    if constexpr (kResidual) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) res[i] = *reinterpret_cast<const Pair*>(cv.residual + at + 8 * i);
+    }
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      float v0 = d[4 * i + 2 * hi] + bias[2 * i], v1 = d[4 * i + 2 * hi + 1] + bias[2 * i + 1];
-      if (cv.residual) {
-        const Pair r = *reinterpret_cast<const Pair*>(cv.residual + at + 8 * i);
-        v0 += float(r.x);
-        v1 += float(r.y);
+      float v0 = d[4 * i + 2 * hi] + float(bias[i].x), v1 = d[4 * i + 2 * hi + 1] + float(bias[i].y);
+      if constexpr (kResidual) {
+        v0 += float(res[i].x);
+        v1 += float(res[i].y);
       }
       Pair o;
       o.x = to_element<T>(kRelu ? fmaxf(v0, 0.f) : v0);
@@ -290,6 +296,14 @@ __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const Hal
     }
   }
 }
+
+// Both chains of the tile (rows 0-63 in d0, 64-127 in d1).
+template <class T, class Pair, bool kRelu, bool kResidual>
+__device__ __forceinline__ void store_tile(const cusync::HaloTiling g, const HaloConv<T> cv, const cusync::HaloTile& t,
+                                           int nb, int warp, const float (&d0)[32], const float (&d1)[32]) {
+  store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 16 * warp, d0);
+  store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 64 + 16 * warp, d1);
+}
 #endif  // CUSYNC_SM90A_DEVICE
 
 template <class T, class Pair>
@@ -297,7 +311,9 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
 #if defined(CUSYNC_SM90A_DEVICE)
   extern __shared__ uint8_t smem_raw[];
   // Every TMA destination on a 1024-byte boundary: the swizzle pattern's start.
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // (Offset from smem_raw, not rounded through an integer: the compiler then
+  // knows the records and cursor below are shared memory, and reads them so.)
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   const uint32_t weights = smem_addr(smem);                          // resident B
   const uint32_t ring = weights + (p.resident_b ? kWeightBytes : 0);  // stage s at ring + s * stage_bytes
   const uint32_t wbar = ring + p.stages * p.stage_bytes;
@@ -324,10 +340,26 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     // Unit v goes to stage v % S, its u = v / S-th use, which waits for the
     // consumers' release of use u - 1 (the empty barrier's phase u - 1,
     // parity (u & 1) ^ 1; a fresh barrier passes u = 0).
-    int v = 0, b_conv = -1, b_loads = 0;
+    int v = 0, b_conv = -1, b_loads = 0, taken = 0;
     const auto acquire_stage = [&](int s) { mbar_wait(empty + 8 * s, ((v / p.stages) & 1) ^ 1); };
+    const auto load_b = [&](int ci) {
+      // The previous load has landed (a reload's units have all been
+      // released, but a first guess that missed may still be in flight).
+      if (b_loads > 0) mbar_wait(wbar, (b_loads - 1) & 1);
+      mbar_expect_tx(wbar, kWeightBytes);
+      for (int tap = 0; tap < kTaps; ++tap) tma_load_2d(weights + tap * kTapBytes, &p.w[ci], wbar, 0, tap * kC);
+      b_conv = ci;
+      ++b_loads;
+    };
+    // Resident B: the first tile's conv is almost always that of `begin`;
+    // its B loads under the counter's round trip (a wrong guess reloads).
+    if (p.resident_b && p.begin < p.end) load_b(p.begin < p.tiles0 ? 0 : 1);
     for (;;) {
-      const int tile = p.begin + atomicAdd(p.counter, 1);
+      // A launch without waits (serial) needs no order across CTAs: the
+      // CTA's k-th tile is blockIdx.x + k * gridDim.x, and nothing is zeroed
+      // before the launch.
+      const int tile = p.begin + (p.counter ? atomicAdd(p.counter, 1) : blockIdx.x + taken * int(gridDim.x));
+      ++taken;
       if (v == 0) CUSYNC_HALO_STAMP(1, halo_now());
       if (tile >= p.end) break;
       CUSYNC_HALO_STAMP(2, tile);
@@ -340,10 +372,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         // (the last use of each stage), then load this conv's.
         for (int i = 1; i <= p.stages && i <= v; ++i)
           mbar_wait(empty + 8 * ((v - i) % p.stages), ((v - i) / p.stages) & 1);
-        mbar_expect_tx(wbar, kWeightBytes);
-        for (int tap = 0; tap < kTaps; ++tap) tma_load_2d(weights + tap * kTapBytes, &p.w[ci], wbar, 0, tap * kC);
-        b_conv = ci;
-        ++b_loads;
+        load_b(ci);
       }
       for (int cb = 0; cb < cv.cb; ++cb, ++v) {
         const int s = v % p.stages;
@@ -440,9 +469,9 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // the last epilogue read d0, d1
       conv_taps<T, 0, kTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
       wgmma_commit();
-      conv_taps<T, 0, kTaps - 1>(d1, a_lo1, g.bw, b_lo, cb > 0);
+      conv_taps<T, 0, kTaps - kHandoffTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
       wgmma_commit();
-      conv_taps<T, kTaps - 1, kTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
+      conv_taps<T, kTaps - kHandoffTaps, kTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
       wgmma_commit();
       if (cb == cv.cb - 1) {
         // Hand the tensor cores (and the cursor) over with the last tap's 4
@@ -458,12 +487,17 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     }
 
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(6, halo_now());
-    if (cv.activation == cusync::Activation::kRelu) {
-      store_rows<T, Pair, true>(g, cv, t, nb, 16 * warp, d0);
-      store_rows<T, Pair, true>(g, cv, t, nb, 64 + 16 * warp, d1);
+    // The pair's epilogues: conv 1's ReLU (or none), conv 2's residual (or none).
+    const bool relu = cv.activation == cusync::Activation::kRelu;
+    if (cv.residual == nullptr) {
+      if (relu)
+        store_tile<T, Pair, true, false>(g, cv, t, nb, warp, d0, d1);
+      else
+        store_tile<T, Pair, false, false>(g, cv, t, nb, warp, d0, d1);
+    } else if (relu) {
+      store_tile<T, Pair, true, true>(g, cv, t, nb, warp, d0, d1);
     } else {
-      store_rows<T, Pair, false>(g, cv, t, nb, 16 * warp, d0);
-      store_rows<T, Pair, false>(g, cv, t, nb, 64 + 16 * warp, d1);
+      store_tile<T, Pair, false, true>(g, cv, t, nb, warp, d0, d1);
     }
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(7, halo_now());
     if (ci == 0 && p.posts) {
