@@ -171,22 +171,35 @@ int main(int argc, char** argv) {
 #ifndef CUSYNC_HALO_STAMPS
   // Timing: back-to-back calls as the package makes them (serial: static
   // schedules; fused: the sync words zeroed first), 20 a round between events, rounds alternated
-  // between the three forms; medians of 7 rounds, in us a call.
+  // between the four forms; medians of 7 rounds, in us a call.
   {
     const int grid = std::min(g.tiles(), sms);
     const size_t zeroed = (8 + size_t(p.tiles0)) * sizeof(int);
-    const auto issue = [&](int begin, int end, int counter, int synced) {
+    const auto issue = [&](int begin, int end, int counter, int synced, int pdl = 0) {
       HaloParams<__half> q = p;
       q.begin = begin;
       q.end = end;
       q.counter = counter < 0 ? nullptr : sync + counter;
       q.posts = q.waits = synced;
-      kernel<<<grid, kThreads, smem>>>(q);
+      q.wait_prior_grid = pdl;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr.val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(grid, 1, 1);
+      config.blockDim = dim3(kThreads, 1, 1);
+      config.dynamicSmemBytes = smem;
+      config.attrs = &attr;
+      config.numAttrs = pdl;
+      CHECK(cudaLaunchKernelEx(&config, kernel, q));
     };
     const auto call = [&](int form) {
       if (form == 0) {  // serial pair: static schedules, nothing to zero
         issue(0, p.tiles0, -1, 0);
         issue(p.tiles0, 2 * p.tiles0, -1, 0);
+      } else if (form == 3) {  // serial pair, conv 2 a programmatic dependent (the package's serial mode)
+        issue(0, p.tiles0, -1, 0);
+        issue(p.tiles0, 2 * p.tiles0, -1, 0, 1);
       } else if (form == 1) {  // conv 1 alone
         issue(0, p.tiles0, -1, 0);
       } else {  // fused pair
@@ -194,14 +207,14 @@ int main(int argc, char** argv) {
         issue(0, 2 * p.tiles0, 2, 1);
       }
     };
-    const char* names[3] = {"serial-pair", "conv1-alone", "fused-pair"};
-    std::vector<float> times[3];
+    const char* names[4] = {"serial-pair", "conv1-alone", "fused-pair", "serial-pdl-pair"};
+    std::vector<float> times[4];
     cudaEvent_t e0, e1;
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
-    for (int form = 0; form < 3; ++form) call(form);  // warm
+    for (int form = 0; form < 4; ++form) call(form);  // warm
     for (int round = 0; round < 7; ++round)
-      for (int form = 0; form < 3; ++form) {
+      for (int form = 0; form < 4; ++form) {
         CHECK(cudaEventRecord(e0));
         for (int i = 0; i < 20; ++i) call(form);
         CHECK(cudaEventRecord(e1));
@@ -211,7 +224,7 @@ int main(int argc, char** argv) {
         times[form].push_back(ms * 1e3f / 20);
       }
     CHECK(cudaGetLastError());
-    for (int form = 0; form < 3; ++form) {
+    for (int form = 0; form < 4; ++form) {
       std::sort(times[form].begin(), times[form].end());
       std::printf("time n=%d %s us_per_call=%.2f (min %.2f max %.2f)\n", n, names[form], times[form][3],
                   times[form][0], times[form][6]);

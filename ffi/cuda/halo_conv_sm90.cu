@@ -2,6 +2,7 @@
 // halo conv (cuda/halo_conv_sm90.cuh), one kernel for every mode:
 //
 //   serial   conv 1's tiles, then conv 2's, two launches in stream order
+//            (conv 2 a programmatic dependent: its prologue under conv 1's tail)
 //   streams  conv 1 on XLA's stream, conv 2 on the side stream behind the
 //            wait kernel (cuda/two_streams.h); conv 2's units wait
 //   fused    one launch of both convs' tiles in order (cannot deadlock)
@@ -71,6 +72,10 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, int ci, HaloParams<T
   return Error::Success();
 }
 
+// p.wait_prior_grid: a programmatic dependent of the stream's previous
+// kernel (serial conv 2 behind conv 1): its CTAs may start as conv 1's CTAs
+// have issued their loads, set up and load B, and wait for conv 1's
+// completion before their first halo.
 template <class T, class Pair>
 Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream, const DeviceInfo& device,
              const char* what) {
@@ -78,7 +83,17 @@ Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream
   CUSYNC_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
       "raising the halo conv's shared memory limit");
-  kernel<<<std::min(tiles, device.sm_count), kThreads, smem, stream>>>(p);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(std::min(tiles, device.sm_count), 1, 1);
+  config.blockDim = dim3(kThreads, 1, 1);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = p.wait_prior_grid ? 1 : 0;
+  CUSYNC_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, p), what);
   return cuda_error(cudaGetLastError(), what);
 }
 
@@ -118,6 +133,7 @@ Error run(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t stream, cons
     q.posts = synced && stage == 0;
     q.waits = synced && stage == 1;
     q.started = synced && stage == 0 ? b.sync + cusync::kProducerStarted : nullptr;
+    q.wait_prior_grid = !synced && stage == 1;  // serial conv 2 behind conv 1
     return q;
   };
   switch (s.mode) {

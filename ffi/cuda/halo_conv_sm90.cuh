@@ -91,17 +91,25 @@ struct HaloParams {
   int waits_per_tile; // RowSync: a tile's first unit waits on every channel block
   int posts;          // conv 1's tiles post
   int resident_b;     // see the top of the file
+  int wait_prior_grid;  // serial conv 2: launched as a programmatic dependent of conv 1 (see the producer)
   int halo_bytes;       // BW * R rows of 128 bytes: the halo's TMA transaction
   int halo_stage_bytes; // halo_bytes rounded up to 1024: where a stage's B block starts
   int stage_bytes;      // halo_stage_bytes, plus kWeightBytes when B streams
   int stages;
 };
 
+// The epilogue's staging: 16 rows x 64 channels of 16-bit values a consumer
+// warp (see store_rows).
+constexpr int kScratchWarpBytes = 16 * kRowBytes;
+constexpr int kScratchBytes = 8 * kScratchWarpBytes;
+static_assert(kScratchBytes % 1024 == 0, "the ring after the scratch starts on a 1024-byte boundary");
+
 // Dynamic shared memory a launch needs for `stages` stages: the alignment
-// slack, resident B, the barriers (wbar, two turns, full and empty per
-// stage), a record per stage (its tile, the B loads so far) and the cursor.
+// slack, resident B, the epilogue's scratch, the barriers (wbar, two turns,
+// full and empty per stage), a record per stage (its tile, the B loads so
+// far) and the cursor.
 inline size_t halo_smem_bytes(int resident_b, int stage_bytes, int stages) {
-  return 1024 + (resident_b ? kWeightBytes : 0) + 24 + size_t(stages) * (stage_bytes + 16 + 8) + 8;
+  return 1024 + (resident_b ? kWeightBytes : 0) + kScratchBytes + 24 + size_t(stages) * (stage_bytes + 16 + 8) + 8;
 }
 
 #ifdef CUSYNC_HALO_STAMPS
@@ -254,55 +262,106 @@ __device__ __forceinline__ __half to_element<__half>(float v) { return __float2h
 template <>
 __device__ __forceinline__ __nv_bfloat16 to_element<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-// Rows first_row .. first_row + 15 of the tile, a warp's share of one chain:
-// D fragment rows lane / 4 (+ 8), columns 8 i + 2 (lane % 4) (+ 1).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 lds_128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+
+template <class Pair>
+__device__ __forceinline__ uint32_t as_word(Pair v) {
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// The tile's bias in the accumulators' column order (channels nb * 64 +
+// 8 i + 2 (lane % 4), + 1), once for both chains. (Loaded under the last
+// wgmmas instead, its registers made the kernel spill.)
+template <class T, class Pair>
+__device__ __forceinline__ void load_bias(const HaloConv<T>& cv, int nb, Pair (&bias)[8]) {
+  const T* b = cv.bias + nb * kC + 2 * (threadIdx.x % 4);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) bias[i] = *reinterpret_cast<const Pair*>(b + 8 * i);
+}
+
+// Rows first_row .. first_row + 15 of the tile, a warp's share of one chain
+// (D fragment rows lane / 4 (+ 8), columns 8 i + 2 (lane % 4) (+ 1)): bias
+// and ReLU in fp32, rounded, written to the warp's scratch by stmatrix, then
+// read back a whole position (128 bytes) per 8 lanes and stored 16 bytes a
+// lane (the fragment's own 4-byte stores to 8 rows at once kept the
+// load/store unit's queue full: ncu, batch 32), the residual added there.
+// The scratch's 16-byte chunks are swizzled by row (chunk ^ row % 8), so
+// neither stmatrix's 8 rows nor a read's 8 lanes meet in one bank.
 // cv and g by value, in registers: read through a reference into the kernel's
 // parameters, every store (which might alias them) would reload them. kRelu
 // (ReLU or nothing, the halo conv's activations: cuda/halo_conv_sm90.cu) and
-// kResidual are compile-time choices: a residual tested at run time left its
-// predicated loads between the stores, and each pair of stores waited on them
-// (the epilogue took 40 % of the consumers' time at batch 32, ncu).
+// kResidual are compile-time choices (a residual tested at run time left
+// predicated loads between the stores).
 template <class T, class Pair, bool kRelu, bool kResidual>
 __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const HaloConv<T> cv, const cusync::HaloTile& t,
-                                           int nb, int first_row, const float (&d)[32]) {
+                                           int nb, int first_row, const float (&d)[32], const Pair (&bias)[8],
+                                           uint32_t scratch) {
   const int lane = threadIdx.x % 32;
-  const int col0 = nb * kC + 2 * (lane % 4);
-  Pair bias[8];
+  uint32_t packed[16];  // chunk i: [2 i] rows lane / 4, [2 i + 1] rows lane / 4 + 8
 #pragma unroll
-  for (int i = 0; i < 8; ++i) bias[i] = *reinterpret_cast<const Pair*>(cv.bias + col0 + 8 * i);
+  for (int i = 0; i < 8; ++i)
 #pragma unroll
-  for (int hi = 0; hi < 2; ++hi) {
-    const int q = t.a0 + first_row + lane / 4 + 8 * hi;
-    const int dh = q / g.bw;
-    const int h = t.h0 + dh, w = t.w0 + q - dh * g.bw;
-    if (h >= g.height || w >= g.width) continue;  // a position off the image
-    const size_t at = ((size_t(t.image) * g.height + h) * g.width + w) * cv.out_channels + col0;
-    Pair res[8];
-    if constexpr (kResidual) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) res[i] = *reinterpret_cast<const Pair*>(cv.residual + at + 8 * i);
-    }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      float v0 = d[4 * i + 2 * hi] + float(bias[i].x), v1 = d[4 * i + 2 * hi + 1] + float(bias[i].y);
-      if constexpr (kResidual) {
-        v0 += float(res[i].x);
-        v1 += float(res[i].y);
-      }
+    for (int hi = 0; hi < 2; ++hi) {
+      const float v0 = d[4 * i + 2 * hi] + float(bias[i].x), v1 = d[4 * i + 2 * hi + 1] + float(bias[i].y);
       Pair o;
       o.x = to_element<T>(kRelu ? fmaxf(v0, 0.f) : v0);
       o.y = to_element<T>(kRelu ? fmaxf(v1, 0.f) : v1);
-      *reinterpret_cast<Pair*>(cv.out + at + 8 * i) = o;
+      packed[2 * i + hi] = as_word(o);
+    }
+  {
+    // stmatrix x4: matrices (chunk i, rows 0-7), (i, 8-15), (i + 1, 0-7),
+    // (i + 1, 8-15); lane 8 m + r gives row r of matrix m.
+    const int m = lane / 8, row = (m & 1) * 8 + lane % 8;
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+      const int chunk = i + (m >> 1);
+      stmatrix_x4(scratch + row * kRowBytes + ((chunk ^ (row & 7)) * 16), packed[2 * i], packed[2 * i + 1],
+                  packed[2 * i + 2], packed[2 * i + 3]);
     }
   }
+  __syncwarp();
+  const int chunk = lane % 8;
+#pragma unroll
+  for (int pass = 0; pass < 4; ++pass) {
+    const int row = 4 * pass + lane / 8;
+    uint4 v = lds_128(scratch + row * kRowBytes + ((chunk ^ (row & 7)) * 16));
+    const int q = t.a0 + first_row + row;
+    const int dh = q / g.bw;
+    const int h = t.h0 + dh, w = t.w0 + q - dh * g.bw;
+    if (h >= g.height || w >= g.width) continue;  // a position off the image
+    const size_t at = ((size_t(t.image) * g.height + h) * g.width + w) * cv.out_channels + nb * kC + 8 * chunk;
+    if constexpr (kResidual) {
+      const uint4 r = *reinterpret_cast<const uint4*>(cv.residual + at);
+      Pair* vp = reinterpret_cast<Pair*>(&v);
+      const Pair* rp = reinterpret_cast<const Pair*>(&r);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        vp[e].x = to_element<T>(float(vp[e].x) + float(rp[e].x));
+        vp[e].y = to_element<T>(float(vp[e].y) + float(rp[e].y));
+      }
+    }
+    *reinterpret_cast<uint4*>(cv.out + at) = v;
+  }
+  __syncwarp();  // every lane's reads done before the next chain's stmatrix
 }
 
 // Both chains of the tile (rows 0-63 in d0, 64-127 in d1).
 template <class T, class Pair, bool kRelu, bool kResidual>
 __device__ __forceinline__ void store_tile(const cusync::HaloTiling g, const HaloConv<T> cv, const cusync::HaloTile& t,
-                                           int nb, int warp, const float (&d0)[32], const float (&d1)[32]) {
-  store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 16 * warp, d0);
-  store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 64 + 16 * warp, d1);
+                                           int nb, int warp, const float (&d0)[32], const float (&d1)[32],
+                                           const Pair (&bias)[8], uint32_t scratch) {
+  store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 16 * warp, d0, bias, scratch);
+  store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 64 + 16 * warp, d1, bias, scratch);
 }
 #endif  // CUSYNC_SM90A_DEVICE
 
@@ -315,7 +374,8 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
   // knows the records and cursor below are shared memory, and reads them so.)
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   const uint32_t weights = smem_addr(smem);                          // resident B
-  const uint32_t ring = weights + (p.resident_b ? kWeightBytes : 0);  // stage s at ring + s * stage_bytes
+  const uint32_t scratch = weights + (p.resident_b ? kWeightBytes : 0);  // the epilogue's, per consumer warp
+  const uint32_t ring = scratch + kScratchBytes;                        // stage s at ring + s * stage_bytes
   const uint32_t wbar = ring + p.stages * p.stage_bytes;
   const uint32_t turn = wbar + 8;              // turn[c] at turn + 8 c
   const uint32_t full = turn + 16;             // full[s] at full + 8 s
@@ -391,6 +451,13 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
           // Their generic-proxy stores, before the TMA engine reads them.
           asm volatile("fence.proxy.async.global;" ::: "memory");
         }
+        if (p.wait_prior_grid && v == 0) {
+          // Launched behind conv 1 while its last tiles ran (serial mode,
+          // programmatic launch): B and the barriers are ready; the input
+          // is conv 1's output, complete and visible only after this wait.
+          asm volatile("griddepcontrol.wait;" ::: "memory");
+          asm volatile("fence.proxy.async.global;" ::: "memory");
+        }
         CUSYNC_HALO_STAMP(12, v);
         records[2 * s] = tile;
         records[2 * s + 1] = b_loads;
@@ -402,6 +469,10 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
                         (tap * cv.cb + cb) * kC);
       }
     }
+    // Every load of this CTA is issued: a launch queued behind this one as
+    // its programmatic dependent may start its CTAs (on SMs this grid leaves
+    // idle, and as its CTAs exit); no effect without one.
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     // One end record per consumer: each meets one as its next tile.
     for (int i = 0; i < 2; ++i, ++v) {
       const int s = v % p.stages;
@@ -455,6 +526,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     }
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(5, halo_now());
     float d0[32], d1[32];  // rows 0-63 and 64-127 of the tile
+    Pair bias[8];
     for (int cb = 0; cb < cv.cb; ++cb) {
       // Use u = v / S of the stage waits for the full barrier's phase u,
       // parity u & 1. Units pass their full waits in v order (the turn orders
@@ -485,19 +557,21 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       wgmma_wait<0>();
       if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
     }
+    load_bias<T, Pair>(cv, nb, bias);
 
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(6, halo_now());
     // The pair's epilogues: conv 1's ReLU (or none), conv 2's residual (or none).
     const bool relu = cv.activation == cusync::Activation::kRelu;
+    const uint32_t my_scratch = scratch + (4 * c + warp) * kScratchWarpBytes;
     if (cv.residual == nullptr) {
       if (relu)
-        store_tile<T, Pair, true, false>(g, cv, t, nb, warp, d0, d1);
+        store_tile<T, Pair, true, false>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
       else
-        store_tile<T, Pair, false, false>(g, cv, t, nb, warp, d0, d1);
+        store_tile<T, Pair, false, false>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
     } else if (relu) {
-      store_tile<T, Pair, true, true>(g, cv, t, nb, warp, d0, d1);
+      store_tile<T, Pair, true, true>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
     } else {
-      store_tile<T, Pair, false, true>(g, cv, t, nb, warp, d0, d1);
+      store_tile<T, Pair, false, true>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
     }
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(7, halo_now());
     if (ci == 0 && p.posts) {
