@@ -262,7 +262,13 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
         # The paper's conv pairs use Conv2DTileSync: it overlaps the most, and
         # a consumer tile's halo spans few producer rows, so its waits are few.
         pol = chosen_policy or Conv2DTileSync(*f2)
-        g1, g2 = grid(pixels, mid_channels, t1), grid(pixels, out_channels, t2)
+        if kernel == 2:
+            # The halo conv's tiles cover the padded rows (cusync/halo_tiling.h).
+            positions = len(_cusync_cpu.halo_tiling(images, height, width)[2])
+            g1 = (positions, math.ceil(mid_channels / t1.n))
+            g2 = (positions, math.ceil(out_channels / t2.n))
+        else:
+            g1, g2 = grid(pixels, mid_channels, t1), grid(pixels, out_channels, t2)
         n1, n2 = g1[0] * g1[1], g2[0] * g2[1]
         slots = model.sms * min(model.ctas_per_sm(t1), model.ctas_per_sm(t2))
         d1 = [float(t1.m * t1.n * f1[0] * f1[1] * in_channels)] * n1  # multiply-adds per tile

@@ -399,8 +399,11 @@ def test_a_wait_that_can_never_be_satisfied_fails_instead_of_hanging():
 
 def test_halo_conv_refuses_what_it_cannot_run():
     # The halo conv (kernel family 2): 3x3 filters, channels multiples of 64, no split.
-    plan = cs.plan_conv_pair(2, 56, 56, 64, 64, device="h200", tile=(128, 64, 576), mode="fused").plan
+    report = cs.plan_conv_pair(2, 56, 56, 64, 64, device="h200", tile=(128, 64, 576), mode="fused")
+    plan = report.plan
     assert plan.kernel == 2
+    # The report counts the halo tiling's tiles (padded rows), not pixels / 128.
+    assert report.grid1 == report.grid2 == (2 * 26, 1)
     # A semaphore per conv 1 tile of the halo tiling: 26 tiles of 128 of an image's 56 x 58 positions.
     assert cs.conv_planner.conv_sync_words(2, 56, 56, (64, 64, 64), ((3, 3), (3, 3)), plan) == 8 + 2 * 26
     with pytest.raises(ValueError, match="3x3 filters"):

@@ -171,7 +171,8 @@ def test_committed_h200_conv_table_plans_what_it_measured():
         if not rep.fallback:
             assert e["speedup_over_xla"] >= 1.0
             assert (rep.plan.mode, list(rep.plan.split_k)) == (e["mode"], e["split_k"])
-            assert rep.plan.kernel == (1 if e["impl"].startswith("sm90-") else 0)
+            kernel = 1 if e["impl"].startswith("sm90-") else 2 if e["impl"].startswith("halo-") else 0
+            assert rep.plan.kernel == kernel
 
 
 def test_conv_fallback_plan_computes_lax_conv():
