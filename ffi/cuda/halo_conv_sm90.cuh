@@ -59,10 +59,9 @@ constexpr int kRowBytes = kC * 2;                // one position (or one filter 
 constexpr int kTapBytes = kC * kRowBytes;        // one tap of B: 8 KB
 constexpr int kWeightBytes = kTaps * kTapBytes;  // one block of B
 constexpr int kEnd = -1;                         // a stage record: no more tiles
-#ifndef CUSYNC_HALO_HANDOFF_TAPS
-#define CUSYNC_HALO_HANDOFF_TAPS 1
-#endif
-constexpr int kHandoffTaps = CUSYNC_HALO_HANDOFF_TAPS;  // taps still queued when the turn passes
+// Taps still queued when a consumer hands the turn on (3 and 5 measured the
+// same as 1: bench/NOTES.md, stop 27).
+constexpr int kHandoffTaps = 1;
 static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
 
 // One convolution of the launch.
@@ -270,7 +269,10 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
 
 __device__ __forceinline__ uint4 lds_128(uint32_t addr) {
   uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
   return v;
 }
 
