@@ -206,3 +206,31 @@ def test_energy_joins_each_sustain_window_with_its_power_samples():
     (row,) = energy.join(energy.parse_sustain([line]), energy.parse_smi(smi))
     assert row["variant"] == "cublas_torch" and row["shape"] == [4096, 12288, 6144]
     assert row["ms"] == 1.0 and row["mj"] == 650.0
+
+
+def test_ncu_top_splits_stall_samples_at_its_marks(tmp_path):
+    # bench/ncu_top.py reads ncu's source page (one CSV table per kernel):
+    # each mark starts a region at its first match after the previous mark's.
+    header = '"Address","Source","Warp Stall Sampling (All Samples)","stall_long_sb","stall_wait"'
+    code = [("0x10", "LDC R1, c[0x0][0x28]", 2, 0, 2),
+            ("0x20", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R7+URZ], R4", 1, 0, 1),
+            ("0x30", "@!P0  BRA 0x100", 10, 10, 0),
+            ("0x40", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R6+URZ], R5", 4, 4, 0),
+            ("0x50", "HGMMA.64x64x16.F32 R24, gdesc[UR8].tnspB, R24", 3, 0, 3),
+            ("0x60", "STG.E desc[UR18][R18.64], R97", 5, 5, 0)]
+    lines = ['"Kernel Name","void k()"', header] + [",".join(f'"{v}"' for v in row) for row in code]
+    path = tmp_path / "k.csv"
+    path.write_text("\n".join(lines) + "\n")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import ncu_top
+    finally:
+        sys.path.remove(str(BENCH))
+    ((title, rows),) = ncu_top.tables(path.read_text().splitlines())
+    assert "void k()" in title and len(rows) == 6
+    col = "Warp Stall Sampling (All Samples)"
+    marks = [("turn", "SYNCS.PHASECHK"), ("full", "SYNCS.PHASECHK"), ("mma", "HGMMA"), ("never", "NOSUCH")]
+    assert ncu_top.regions(rows, col, marks) == [("start", 2), ("turn", 11), ("full", 4), ("mma", 8)]
+    out = run_bench("ncu_top.py", str(path), "--top", "2", "--mark", "mma=HGMMA")
+    assert "  mma                            8   32.0%" in out  # 8 of 25 samples
+    assert " 40.00%" in out and "[long_sb 10]" in out
