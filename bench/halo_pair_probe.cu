@@ -231,25 +231,33 @@ int main(int argc, char** argv) {
     }
   }
 #endif
-  // Check conv 1 (h) at a few pixels against the CPU.
-  std::vector<__half> hm(px * C);
+  // Check both convs at a few pixels against the CPU: conv 1 (h, ReLU) from
+  // x, conv 2 (y, no activation) from the h the GPU wrote.
+  std::vector<__half> hm(px * C), hy(px * C);
   CHECK(cudaMemcpy(hm.data(), mid, px * C * 2, cudaMemcpyDeviceToHost));
-  double err = 0;
-  for (size_t i = 0; i < px; i += std::max<size_t>(1, px / 97)) {
+  CHECK(cudaMemcpy(hy.data(), y, px * C * 2, cudaMemcpyDeviceToHost));
+  const auto conv_at = [&](const std::vector<__half>& in, const std::vector<__half>& k, const std::vector<__half>& bias,
+                           size_t i, int co) {
     const int b = int(i / (h * w)), yy = int(i / w % h), xx = int(i % w);
+    float acc = __half2float(bias[co]);
+    for (int r = 0; r < 3; ++r)
+      for (int s2 = 0; s2 < 3; ++s2) {
+        const int iy = yy + r - 1, ix = xx + s2 - 1;
+        if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+        for (int ci = 0; ci < C; ++ci)
+          acc += __half2float(in[((size_t(b) * h + iy) * w + ix) * C + ci]) *
+                 __half2float(k[((r * 3 + s2) * C + ci) * C + co]);
+      }
+    return acc;
+  };
+  double err1 = 0, err2 = 0;
+  for (size_t i = 0; i < px; i += std::max<size_t>(1, px / 97))
     for (int co = 0; co < C; ++co) {
-      float acc = __half2float(hb1[co]);
-      for (int r = 0; r < 3; ++r)
-        for (int s2 = 0; s2 < 3; ++s2) {
-          const int iy = yy + r - 1, ix = xx + s2 - 1;
-          if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-          for (int ci = 0; ci < C; ++ci)
-            acc += __half2float(hx[((size_t(b) * h + iy) * w + ix) * C + ci]) *
-                   __half2float(hk1[((r * 3 + s2) * C + ci) * C + co]);
-        }
-      err = std::max(err, double(std::fabs(std::max(acc, 0.f) - __half2float(hm[i * C + co]))));
+      err1 = std::max(err1, double(std::fabs(std::max(conv_at(hx, hk1, hb1, i, co), 0.f) -
+                                             __half2float(hm[i * C + co]))));
+      err2 = std::max(err2, double(std::fabs(conv_at(hm, hk2, hb2, i, co) - __half2float(hy[i * C + co]))));
     }
-  }
-  std::printf("conv 1 max abs err %.4g %s\n", err, err < 2e-2 ? "PASS" : "FAIL");
+  std::printf("conv 1 max abs err %.4g %s\n", err1, err1 < 2e-2 ? "PASS" : "FAIL");
+  std::printf("conv 2 max abs err %.4g %s\n", err2, err2 < 2e-2 ? "PASS" : "FAIL");
   return 0;
 }

@@ -8,8 +8,9 @@
 #   build/probe/gemm_vs_cutlass_phases  phase stamps of the MLP's GEMM, with the cycles the
 #                                       loader and the MMA warpgroups waited over the first tile
 #   build/probe/halo_conv_probe         the 3x3 conv with its input loaded once as a halo (check, then times)
-#   build/probe/halo_pair_probe[_stamps] the package's halo conv pair outside XLA (serial launches, times,
-#                                       a hang watchdog; _stamps: each CTA's phases)
+#   build/probe/halo_pair_probe[_stamps|_rec] the package's halo conv pair outside XLA (back-to-back
+#                                       times, a hang watchdog; _stamps: each CTA's phases; _rec: the
+#                                       decoded tile in the stage record, CUSYNC_HALO_RECORD_TILE)
 # SUFFIX=_x runs an experiment's conv and GEMM binaries instead, those build_probes.sh built with
 # its flags under that suffix.
 # A binary that is missing is reported and skipped. Logs go to OUTDIR.
@@ -38,7 +39,10 @@ done
 echo "== the halo conv"
 run halo.log $P/halo_conv_probe check
 run halo.log $P/halo_conv_probe time-all
-for b in 1 8 32; do run halo.log $P/halo_pair_probe $b; done
+for b in 1 8 32; do
+  run halo.log $P/halo_pair_probe $b
+  run halo.log $P/halo_pair_probe_rec $b  # the stage record carries the decoded tile (experiment)
+done
 echo "== the MLP's GEMM$x"
 echo "-- gemm_vs_cutlass_phases$x" >> "$OUT/gemm_phases.log"
 for shape in "4096 6144 12288" "256 6144 12288" "256 12288 6144" "256 8192 2816"; do

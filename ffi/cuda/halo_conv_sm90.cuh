@@ -62,6 +62,16 @@ constexpr int kEnd = -1;                         // a stage record: no more tile
 // Taps still queued when a consumer hands the turn on (3 and 5 measured the
 // same as 1: bench/NOTES.md, stop 27).
 constexpr int kHandoffTaps = 1;
+// Experiment (bench/NOTES.md, stop 27; not yet measured): 1 has the producer
+// write the tile's decoded coordinates into the stage record, so a consumer
+// does no division between receiving the turn and its first wgmma.
+#ifndef CUSYNC_HALO_RECORD_TILE
+#define CUSYNC_HALO_RECORD_TILE 0
+#endif
+// A stage record: its tile (or kEnd) and the B loads issued before it; with
+// the experiment also the tile's image, h0, w0, a0, output block and index
+// within its conv.
+constexpr int kRecordInts = CUSYNC_HALO_RECORD_TILE ? 8 : 2;
 static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
 
 // One convolution of the launch.
@@ -108,7 +118,8 @@ static_assert(kScratchBytes % 1024 == 0, "the ring after the scratch starts on a
 // full and empty per stage), a record per stage (its tile, the B loads so
 // far) and the cursor.
 inline size_t halo_smem_bytes(int resident_b, int stage_bytes, int stages) {
-  return 1024 + (resident_b ? kWeightBytes : 0) + kScratchBytes + 24 + size_t(stages) * (stage_bytes + 16 + 8) + 8;
+  return 1024 + (resident_b ? kWeightBytes : 0) + kScratchBytes + 24 +
+         size_t(stages) * (stage_bytes + 16 + 4 * kRecordInts) + 8;
 }
 
 #ifdef CUSYNC_HALO_STAMPS
@@ -385,7 +396,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
   // record[s]: the tile of the stage's unit (or kEnd) and the B loads issued
   // before it (resident B: the consumers wait for that load's phase).
   int* const records = reinterpret_cast<int*>(smem + (empty + 8 * p.stages - weights));
-  int* const cursor = records + 2 * p.stages;  // the unit where the next tile starts
+  int* const cursor = records + kRecordInts * p.stages;  // the unit where the next tile starts
   const cusync::HaloTiling g = p.tiling;
 
   const int tid = threadIdx.x, wg = tid / 128;
@@ -461,8 +472,17 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
           asm volatile("fence.proxy.async.global;" ::: "memory");
         }
         CUSYNC_HALO_STAMP(12, v);
-        records[2 * s] = tile;
-        records[2 * s + 1] = b_loads;
+        int* const rec = records + kRecordInts * s;
+        rec[0] = tile;
+        rec[1] = b_loads;
+#if CUSYNC_HALO_RECORD_TILE
+        rec[2] = t.image;
+        rec[3] = t.h0;
+        rec[4] = t.w0;
+        rec[5] = t.a0;
+        rec[6] = nb;
+        rec[7] = local;
+#endif
         mbar_expect_tx(full + 8 * s, p.halo_bytes + (p.resident_b ? 0 : kWeightBytes));
         tma_load_4d(stage, &p.x[ci], full + 8 * s, cb * kC, t.w0 - 1, t.h0 - 1, t.image);
         if (!p.resident_b)
@@ -479,7 +499,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     for (int i = 0; i < 2; ++i, ++v) {
       const int s = v % p.stages;
       acquire_stage(s);
-      records[2 * s] = kEnd;
+      records[kRecordInts * s] = kEnd;
       mbar_arrive(full + 8 * s);
     }
     CUSYNC_HALO_STAMP(3, halo_now());
@@ -501,8 +521,9 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       mbar_wait(full + 8 * s, (v0 / p.stages) & 1);
     }
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(4, halo_now());
-    const int tile = records[2 * (v0 % p.stages)];
-    const int b_loads = records[2 * (v0 % p.stages) + 1];
+    const int* const rec = records + kRecordInts * (v0 % p.stages);
+    const int tile = rec[0];
+    const int b_loads = rec[1];
     // Every warp of the warpgroup has passed its turn wait and read the
     // cursor and the record before any thread hands the turn on (and the
     // other consumer rewrites the cursor): an end record has no wgmma to
@@ -520,8 +541,13 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     }
     const int ci = tile < p.tiles0 ? 0 : 1;
     const HaloConv<T> cv = p.conv[ci];
+#if CUSYNC_HALO_RECORD_TILE
+    const int local = rec[7], nb = rec[6];
+    const cusync::HaloTile t{rec[2], rec[3], rec[4], rec[5]};
+#else
     const int local = tile - (ci ? p.tiles0 : 0), position = local / cv.nb, nb = local % cv.nb;
     const cusync::HaloTile t = g.tile(position);
+#endif
     if (p.resident_b && b_loads != b_seen) {
       mbar_wait(wbar, (b_loads - 1) & 1);  // this conv's B: load b_loads completes phase b_loads - 1
       b_seen = b_loads;
