@@ -4,13 +4,14 @@
 // kernel's and how much is the shape's. Built by bench/gemm_vs_cutlass.sh;
 // prints one line per shape and kernel (median ms over alternated rounds) and
 // the largest difference of each output against the first kernel's.
-//   gemm_vs_cutlass [ROUNDS [M N K | few | few-c2]]
+//   gemm_vs_cutlass [ROUNDS [M N K | few | few-c2 | big-c2]]
 //   gemm_vs_cutlass sustain M N K SECONDS
 //   gemm_vs_cutlass phases M N K   (built with -DCUSYNC_SM90_PHASE_TIMES)
 // `few`: the MLP's shapes at 256, 512 and 768 rows, where 128x128 tiles leave
 // SMs idle, with CUTLASS's stream-K and A-multicast GEMMs beside ours.
 // `few-c2`: the same shapes, our 128x192 and 128x128 tiles alone and in 2x1
-// clusters.
+// clusters. `big-c2`: the 4096-row shapes, our 128x128 and 128x256 tiles alone
+// and in 2x1 clusters, beside CUTLASS's pingpong in 2x1 clusters.
 #include "harness.cuh"
 
 using namespace cute;
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
   // "few": 256-768 rows; "few-c2": the same rows, 128x192 in 2x1 clusters
   // beside the plain 128x192 and 128x128 ones (on its own: new, it could hang).
   const bool few_c2 = argc == 3 && std::string(argv[2]) == "few-c2";
+  const bool big_c2 = argc == 3 && std::string(argv[2]) == "big-c2";
   const bool few = few_c2 || (argc == 3 && std::string(argv[2]) == "few");
   using Own128 = cusync_sm90::ChainConfig<Element, 128, false, 1>;
   // 128x128 cooperative (both MMA warpgroups on every tile, 64 rows each),
@@ -109,6 +111,12 @@ int main(int argc, char** argv) {
   // on 64 clusters, cuBLAS's decomposition of GPT-3's first GEMM there).
   using Own192c2sk = cusync_sm90::ChainConfig<Element, 192, false, 2, true>;
   using Own128c2sk = cusync_sm90::ChainConfig<Element, 128, false, 2, true>;
+  // 128x256 tiles (cooperative) alone and in 2x1 clusters, each CTA loading
+  // 128 of B's 256 columns for both (multicast): cuBLAS's form at 4096 rows,
+  // where B's bytes per multiply-add are the energy lever (bench/NOTES_sm90.md,
+  // stop 24). The clusters are not in the package.
+  using Own256 = cusync_sm90::ChainConfig<Element, 256, false, 1>;
+  using Own256c2 = cusync_sm90::ChainConfig<Element, 256, false, 2>;
   static_assert(Own192::kStages == 4 && Own192e1::kStages == 5);
   static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
   static OwnGemm<Own128sk> own_streamk;
@@ -125,6 +133,8 @@ int main(int argc, char** argv) {
   own_streamk.stream_k = own192_streamk.stream_k = own256_streamk.stream_k = true;
   static OwnGemm<Own96> own96_column;
   static OwnGemm<Own128c2> own128c2_column;
+  static OwnGemm<Own256> own256_column;
+  static OwnGemm<Own256c2> own256_c2_column;
   own_column_memset.memset_in_run = true;
   static CutlassGemm<Tile128, C1, Pingpong, EpiTma> pp_c1;
   static CutlassGemm<Tile128, C2, Pingpong, EpiTma> pp_c2;
@@ -171,18 +181,33 @@ int main(int argc, char** argv) {
       own_variant("own128_streamk", own_streamk, kColumn, sms),
       own_variant("own128_c2_streamk", own128_c2_streamk, kColumn, sms),
   };
+  std::vector<Variant> big_c2_variants = {
+      own_variant("own128_column", own_column, kColumn, sms),
+      own_variant("own128_c2_column", own128c2_column, kColumn, sms),
+      own_variant("own256_column", own256_column, kColumn, sms),
+      own_variant("own256_c2_column", own256_c2_column, kColumn, sms),
+      cutlass_variant("cutlass_pp128_c2", pp_c2, sms),
+  };
   // (Set up once and launched back to back: each launch zeroes its counter.)
   static OwnGemm<Own128> own_column_sustain;
   static OwnGemm<Own192> own192_column_sustain;
+  static OwnGemm<Own256> own256_column_sustain;
+  static OwnGemm<Own256c2> own256_c2_column_sustain;
   own_column_sustain.memset_in_run = own192_column_sustain.memset_in_run = true;
+  own256_column_sustain.memset_in_run = own256_c2_column_sustain.memset_in_run = true;
   std::vector<Variant> sustain_variants = {
       own_variant("own128_column", own_column_sustain, kColumn, sms),
       own_variant("own192_column", own192_column_sustain, kColumn, sms),
       own_variant("own192_streamk", own192_streamk, kColumn, sms),
+      own_variant("own256_column", own256_column_sustain, kColumn, sms),
+      own_variant("own256_c2_column", own256_c2_column_sustain, kColumn, sms),
       cutlass_variant("cutlass_pp128_c1", pp_c1, sms),
       own_variant("own128_column", own_column_sustain, kColumn, sms),
   };
-  std::vector<Variant>& variants = few_c2 ? c2_variants : few ? few_variants : many_variants;
+  std::vector<Variant>& variants = big_c2 ? big_c2_variants
+                                   : few_c2 ? c2_variants
+                                   : few    ? few_variants
+                                            : many_variants;
   std::printf("own kernel: 128x128x64, %d stages, %d bytes of shared memory\n", Own128::kStages,
               Own128::kSmemBytes);
 
@@ -210,6 +235,7 @@ int main(int argc, char** argv) {
   }
 #endif
   if (argc == 5) shapes = {{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4])}};
+  if (big_c2) shapes = {{4096, 6144, 12288}, {4096, 12288, 6144}, {4096, 5632, 8192}, {4096, 8192, 2816}};
   if (few) {
     shapes.clear();
     for (int m : {256, 512, 768})

@@ -54,6 +54,9 @@ for shape in "4096 6144 12288" "256 6144 12288"; do
   # shellcheck disable=SC2086
   run gemm.log $P/gemm_vs_cutlass$x 3 $shape
 done
+# 128x256 tiles in 2x1 clusters (B multicast) at 4096 rows: new, not yet run (the timeout guards a hang).
+echo "-- gemm_vs_cutlass$x big-c2" >> "$OUT/gemm.log"
+run gemm.log $P/gemm_vs_cutlass$x 3 big-c2
 cat "$OUT/pair.log"
 grep -E "^--|$summary" "$OUT/pair_phases.log"
 grep -E "^--|own_conv|cutlass3_pp" "$OUT/conv.log"

@@ -43,7 +43,8 @@ using namespace cute;
 // plain [rows, F] matrix and the consumer a plain GEMM.
 // kClusterM = 2: CTAs run in 2x1 clusters; the two CTAs of a cluster compute
 // vertically adjacent row tiles of one column tile, and each loads half of
-// the shared B tile with TMA multicast to both (128x128 plain only).
+// the shared B tile with TMA multicast to both (plain tiles; the package
+// builds 128x128, the GEMM harness also 128x192 and 128x256).
 // kStreamK: the kernel can also run a stage stream-K (the package builds it
 // for 128x128 and 128x192; the other configurations compile without it, so their code
 // stays as measured). With 2x1 clusters the two CTAs of a cluster run the
@@ -65,8 +66,8 @@ struct ChainConfig {
   static constexpr int kClusterM = kClusterM_;
   static constexpr bool kStreamK = kStreamK_;
   static_assert(!kStreamK || kTileN_ % 64 == 0, "stream-K: 64-column multiples");
-  static_assert(kClusterM == 1 || (kClusterM == 2 && (kTileN_ == 128 || kTileN_ == 192) && !kSwiglu_),
-                "2x1 clusters: 128x128 and 128x192 plain tiles only");
+  static_assert(kClusterM == 1 || (kClusterM == 2 && (kTileN_ == 128 || kTileN_ == 192 || kTileN_ == 256) && !kSwiglu_),
+                "2x1 clusters: 128x128, 128x192 and 128x256 plain tiles only");
   static_assert(kTileN_ % 64 == 0 || !kSwiglu_, "SwiGLU tiles split into two halves of whole 32-column atoms");
   using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
   static_assert(!kPingpong_ || kTileN_ <= 128, "pingpong: a whole tile's fp32 accumulators in one warpgroup");
