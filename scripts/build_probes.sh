@@ -24,7 +24,6 @@ gemm_vs_cutlass _phases -DCUSYNC_SM90_PHASE_TIMES
 halo_conv_probe _
 halo_pair_probe _
 halo_pair_probe _stamps -DCUSYNC_HALO_STAMPS
-halo_pair_probe _rec -DCUSYNC_HALO_RECORD_TILE=1
 EOF
 build_one() {
   local harness=$1 suffix=$2; shift 2

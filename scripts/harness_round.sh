@@ -8,9 +8,8 @@
 #   build/probe/gemm_vs_cutlass_phases  phase stamps of the MLP's GEMM, with the cycles the
 #                                       loader and the MMA warpgroups waited over the first tile
 #   build/probe/halo_conv_probe         the 3x3 conv with its input loaded once as a halo (check, then times)
-#   build/probe/halo_pair_probe[_stamps|_rec] the package's halo conv pair outside XLA (back-to-back
-#                                       times, a hang watchdog; _stamps: each CTA's phases; _rec: the
-#                                       decoded tile in the stage record, CUSYNC_HALO_RECORD_TILE)
+#   build/probe/halo_pair_probe[_stamps] the package's halo conv pair outside XLA (back-to-back
+#                                       times, a hang watchdog; _stamps: each CTA's phases)
 # SUFFIX=_x runs an experiment's conv and GEMM binaries instead, those build_probes.sh built with
 # its flags under that suffix.
 # A binary that is missing is reported and skipped. Logs go to OUTDIR.
@@ -41,7 +40,6 @@ run halo.log $P/halo_conv_probe check
 run halo.log $P/halo_conv_probe time-all
 for b in 1 8 32; do
   run halo.log $P/halo_pair_probe $b
-  run halo.log $P/halo_pair_probe_rec $b  # the stage record carries the decoded tile (experiment)
 done
 echo "== the MLP's GEMM$x"
 echo "-- gemm_vs_cutlass_phases$x" >> "$OUT/gemm_phases.log"

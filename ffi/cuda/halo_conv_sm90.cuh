@@ -62,16 +62,11 @@ constexpr int kEnd = -1;                         // a stage record: no more tile
 // Taps still queued when a consumer hands the turn on (3 and 5 measured the
 // same as 1: bench/NOTES.md, stop 27).
 constexpr int kHandoffTaps = 1;
-// Experiment (bench/NOTES.md, stop 27; not yet measured): 1 has the producer
-// write the tile's decoded coordinates into the stage record, so a consumer
-// does no division between receiving the turn and its first wgmma.
-#ifndef CUSYNC_HALO_RECORD_TILE
-#define CUSYNC_HALO_RECORD_TILE 0
-#endif
-// A stage record: its tile (or kEnd) and the B loads issued before it; with
-// the experiment also the tile's image, h0, w0, a0, output block and index
-// within its conv.
-constexpr int kRecordInts = CUSYNC_HALO_RECORD_TILE ? 8 : 2;
+// A stage record: its tile (or kEnd), the B loads issued before it, and the
+// tile decoded by the producer (image, h0, w0, a0, output block, index within
+// its conv), so a consumer does no division between receiving the turn and
+// its first wgmma (10 % of conv 1's time at batch 32: bench/NOTES.md, stop 28).
+constexpr int kRecordInts = 8;
 static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
 
 // One convolution of the launch.
@@ -475,14 +470,12 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         int* const rec = records + kRecordInts * s;
         rec[0] = tile;
         rec[1] = b_loads;
-#if CUSYNC_HALO_RECORD_TILE
         rec[2] = t.image;
         rec[3] = t.h0;
         rec[4] = t.w0;
         rec[5] = t.a0;
         rec[6] = nb;
         rec[7] = local;
-#endif
         mbar_expect_tx(full + 8 * s, p.halo_bytes + (p.resident_b ? 0 : kWeightBytes));
         tma_load_4d(stage, &p.x[ci], full + 8 * s, cb * kC, t.w0 - 1, t.h0 - 1, t.image);
         if (!p.resident_b)
@@ -541,13 +534,8 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     }
     const int ci = tile < p.tiles0 ? 0 : 1;
     const HaloConv<T> cv = p.conv[ci];
-#if CUSYNC_HALO_RECORD_TILE
     const int local = rec[7], nb = rec[6];
     const cusync::HaloTile t{rec[2], rec[3], rec[4], rec[5]};
-#else
-    const int local = tile - (ci ? p.tiles0 : 0), position = local / cv.nb, nb = local % cv.nb;
-    const cusync::HaloTile t = g.tile(position);
-#endif
     if (p.resident_b && b_loads != b_seen) {
       mbar_wait(wbar, (b_loads - 1) & 1);  // this conv's B: load b_loads completes phase b_loads - 1
       b_seen = b_loads;
