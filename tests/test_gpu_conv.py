@@ -161,6 +161,7 @@ def halo_plan(n, h, w, c0, c1, c2, mode, policy):
     (3, 7, 7, 64, 128, 64),       # a halo of 18 rows of 9; two output blocks posted apart
     (8, 28, 28, 128, 128, 128),
     (1, 6, 150, 64, 64, 64),      # the wide tiling: two tiles a row, halos over both
+    (1, 56, 56, 64, 128, 64),     # one stage (a 44 KB halo and its streamed 72 KB B): the end records
 ])
 def test_halo_conv_matches_xla_every_policy_and_mode(n, h, w, c0, c1, c2, dtype):
     # Kernel family 2: each tile's input loaded once as a halo, its 9 taps

@@ -523,7 +523,10 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     // hold the warps together.
     asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
     if (tile == kEnd) {
-      // Pass the turn (and the cursor past this end record) and leave.
+      // Release the stage (with one stage the producer's second end record
+      // waits for it: without this release a one-stage launch never ends),
+      // pass the turn (and the cursor past this end record) and leave.
+      if (lane == 0) mbar_arrive(empty + 8 * (v0 % p.stages));
       if (tid % 128 == 0) {
         *cursor = v0 + 1;
         mbar_arrive(turn + 8 * (c ^ 1));
