@@ -147,6 +147,12 @@ NB_MODULE(_cusync_cpu, m) {
       "a tile's dependencies being the tiles whose outputs its halo reads.");
 
   m.def(
+      "halo_tile_count",
+      [](int images, int height, int width) { return cusync::make_halo_tiling(images, height, width).tiles(); },
+      nb::arg("images"), nb::arg("height"), nb::arg("width"),
+      "Position tiles of the halo conv's tiling (cusync/halo_tiling.h), without building their dependency lists.");
+
+  m.def(
       "stage_schedule",
       [](int rows, int cols, int slices, int tile_rows, int tile_cols, int order, int group_rows) {
         cusync::Stage st = make_stage(rows, cols, slices, tile_rows, tile_cols, order);

@@ -424,6 +424,7 @@ def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_r
     # dependencies are exactly the tiles that write a pixel of its halo.
     bw, rows, tiles = cs._cusync_cpu.halo_tiling(n, h, w)
     assert bw == (130 if w + 2 > 130 else w + 2)
+    assert cs._cusync_cpu.halo_tile_count(n, h, w) == len(tiles)
     owner = {}
     for index, (image, h0, w0, a0, _) in enumerate(tiles):
         for q in range(a0, a0 + 128):

@@ -210,11 +210,12 @@ def test_hopper_conv_split_k_matches_xla_and_repeats_exactly(n, size, c0, c1, c2
         assert np.array_equal(np.asarray(synced(ops, plan=plan)), np.asarray(y))
 
 
-@pytest.mark.parametrize("n,size,c", [(1, 56, 64), (8, 56, 64), (1, 28, 128), (1, 14, 256), (1, 7, 512)])
+@pytest.mark.parametrize("n,size,c", [(1, 56, 64), (8, 56, 64), (32, 56, 64), (1, 28, 128), (1, 14, 256),
+                                      (1, 7, 512)])
 def test_auto_runs_what_the_tuned_table_measured(n, size, c):
     # Where cusync_jax/tuned/h200-conv.json names one of our kernels for a
     # pair on this GPU (the halo conv, kernel 2, for ResNet's 56x56x64 pair at
-    # batch 8), auto plans and runs it.
+    # batches 8, 16 and 32), auto plans and runs it.
     device = cs.planner.device_model(jax.devices()[0])
     rep = cs.plan_conv_pair(n, size, size, c, c, device=device, dtype=jnp.float16)
     if rep.source != "measured" or rep.fallback:
