@@ -546,7 +546,11 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(5, halo_now());
     float d0[32], d1[32];  // rows 0-63 and 64-127 of the tile
     Pair bias[8];
-    for (int cb = 0; cb < cv.cb; ++cb) {
+    // The channel blocks, warp-uniform as far as ptxas can tell (read from
+    // shared memory, they are not): wgmmas stay in flight across this loop's
+    // back edge, and a branch ptxas thinks divergent would serialize them.
+    const int ncb = __shfl_sync(~0u, cv.cb, 0);
+    for (int cb = 0; cb < ncb; ++cb) {
       // Use u = v / S of the stage waits for the full barrier's phase u,
       // parity u & 1. Units pass their full waits in v order (the turn orders
       // the tiles, and a consumer passes its own units in order), so phase
@@ -564,7 +568,16 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       wgmma_commit();
       conv_taps<T, kTaps - kHandoffTaps, kTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
       wgmma_commit();
-      if (cb == cv.cb - 1) {
+      const bool last = cb == ncb - 1;
+      if (p.stages > 1 && cb > 0) {
+        // The previous unit's stage, released once its 3 groups are done,
+        // with this unit's queued behind them: the tensor cores do not drain
+        // between a tile's channel blocks. (One stage cannot: this unit's
+        // stage is the previous one's, released before its load.)
+        wgmma_wait<3>();
+        if (lane == 0) mbar_arrive(empty + 8 * ((v - 1) % p.stages));
+      }
+      if (last) {
         // Hand the tensor cores (and the cursor) over with the last tap's 4
         // wgmmas still queued, so the other consumer's queue right behind.
         wgmma_wait<1>();
@@ -573,8 +586,10 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
           mbar_arrive(turn + 8 * (c ^ 1));
         }
       }
-      wgmma_wait<0>();
-      if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
+      if (last || p.stages == 1) {
+        wgmma_wait<0>();
+        if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
+      }
     }
     load_bias<T, Pair>(cv, nb, bias);
 
