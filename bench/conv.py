@@ -326,7 +326,9 @@ def main():
             rows.extend({"layer": layer, "dtype": dtype.name, "batch": batch, "impl": name,
                          "ms": round(t, 5), **({"fallback": fallback} if name == "auto" else {})}
                         for name, t in ms.items())
-            print(f"{layer:24s} {batch:5d} " + " ".join(f"{t:22.4f}" for t in ms.values()),
+            # By name: a case may time fewer rows than the header's (distinct, layer_impls).
+            print(f"{layer:24s} {batch:5d} " + " ".join(f"{ms[n]:22.4f}" if n in ms else f"{'-':>22s}"
+                                                        for n in all_impls),
                   flush=True)
             # After every case: a run cut short keeps what it measured.
             out.write_text(json.dumps({
