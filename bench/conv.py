@@ -80,6 +80,13 @@ def hopper_split_for(tiles: int, k_blocks: int, sms: int) -> int:
     return max(fits, default=1)
 
 
+def halo_split_for(tiles: int, blocks: int, sms: int) -> int:
+    """The halo conv's split of a conv along its input channel blocks: the
+    largest divisor of the blocks that keeps every share on an SM of its own
+    (tiles x split <= SMs); 1 where the tiles fill the GPU already."""
+    return max(s for s in range(1, blocks + 1) if blocks % s == 0 and (s == 1 or tiles * s <= sms))
+
+
 def hopper_runs(layer: str) -> bool:
     """Whether the Hopper conv takes a layer (mid channels a multiple of 64; an
     input of other channel counts, VGG's RGB image, runs conv 1 unfolded)."""
@@ -97,12 +104,13 @@ def impl_names(split_k: bool = False, hopper: bool = False) -> list:
     split_for's shares ("...@split"); hopper: the Hopper conv ("sm90-...") in
     serial mode, split along k by hopper_split_for or not, and every policy
     in the streams and fused modes; and the halo conv ("halo-...") in serial
-    mode and every policy in the streams and fused modes."""
+    mode, whole or split along its input channel blocks by halo_split_for,
+    and every policy in the streams and fused modes."""
     synced = [f"{name}-{mode}" for name in POLICIES for mode in MODES]
     names = ["xla", "serial", *synced, "auto"]
     if hopper:
         names += ["sm90-serial", "sm90-serial@split", "sm90-serial@n64,split", *(f"sm90-{n}" for n in synced)]
-        names += ["halo-serial", *(f"halo-{n}" for n in synced)]
+        names += ["halo-serial", "halo-serial@split", *(f"halo-{n}" for n in synced)]
     if split_k:
         names += ["serial@split", "RowSync-fused@split"]
     return names
@@ -129,12 +137,21 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
     options = [o for o in variant.split(",") if o]
     if (policy not in POLICIES or mode not in ("serial",) + MODES
             or any(not re.fullmatch(r"split(=\d+x\d+)?|n64", o) for o in options)
-            or ("n64" in options and not hopper) or (halo and options)):
+            or ("n64" in options and not hopper) or (halo and "n64" in options)):
         raise ValueError(f"unknown row {impl!r}")
     kw = dict(policy=policy, mode=mode)
     if halo:
         t = cs.kernels.CONV_HALO_CONFIGS[0].tile
         kw["tile"] = (t.m, t.n, t.k)
+        positions = cs._cusync_cpu.halo_tile_count(n, size, size)
+        for o in options:
+            if o == "split":
+                split = tuple(halo_split_for(positions * (c_out // 64), c_in // 64, cs.H200.sms)
+                              for c_in, c_out in ((c0, c1), (c1, c2)))
+                if split != (1, 1):  # else the row is halo-serial's (distinct drops it)
+                    kw["split_k"] = split
+            elif o.startswith("split="):
+                kw["split_k"] = tuple(int(s) for s in o[len("split="):].split("x"))
         return kw
     if hopper:
         tile = kw["tile"] = (128, 64, 64) if c1 == 64 or "n64" in options else (128, 128, 64)

@@ -84,8 +84,8 @@ int main(int argc, char** argv) {
   encode(&p.x[1], mid, 4, xdims, xstrides, xbox);
   encode(&p.w[0], k1, 2, wdims, wstrides, wbox);
   encode(&p.w[1], k2, 2, wdims, wstrides, wbox);
-  p.conv[0] = HaloConv<__half>{b1, nullptr, mid, 1, 1, C, cusync::Activation::kRelu};
-  p.conv[1] = HaloConv<__half>{b2, nullptr, y, 1, 1, C, cusync::Activation::kIdentity};
+  p.conv[0] = HaloConv<__half>{b1, nullptr, mid, 1, 1, C, cusync::Activation::kRelu, 1, nullptr, nullptr};
+  p.conv[1] = HaloConv<__half>{b2, nullptr, y, 1, 1, C, cusync::Activation::kIdentity, 1, nullptr, nullptr};
   p.tiles0 = g.tiles();
   p.semaphores = sync + 8;
   p.resident_b = 1;

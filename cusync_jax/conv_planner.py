@@ -138,8 +138,11 @@ def _check_halo_conv(model, tiles, channels, f1, f2, split_k, activation) -> Non
     if any(c % 64 for c in channels):
         raise ValueError(f"channels: the halo conv needs in, mid and out channels that are multiples of 64; "
                          f"got {channels}")
-    if split_k != (1, 1):
-        raise ValueError(f"split_k: the halo conv does not split k; got {split_k}")
+    for name, shares, c_in in (("producer", split_k[0], channels[0]), ("consumer", split_k[1], channels[1])):
+        if (c_in // 64) % shares:
+            raise ValueError(f"split_k: the halo conv splits a conv along its input channel blocks of 64, "
+                             f"evenly; the {name} conv has {c_in // 64}, which {shares} shares do not divide "
+                             f"(split_k={split_k})")
 
 
 def _as_filter(name: str, f) -> tuple:
@@ -202,8 +205,10 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
 
     tile=(128, 64, 576) runs the halo conv (kernel family 2, Hopper): each
     tile's input loaded once as a halo of padded rows and read by all 9 taps;
-    3x3 filters, channels that are multiples of 64, 'relu' or 'identity', no
-    split_k; every mode and policy.
+    3x3 filters, channels that are multiples of 64, 'relu' or 'identity';
+    every mode and policy. Its split_k divides each conv's input channel
+    blocks of 64 evenly (ResNet's 7x7x512 at batch 1: 8 output tiles of 8
+    blocks each, split 8 ways, run on 64 SMs instead of 8).
 
     The Hopper conv with in_channels that are no multiple of 64 (an RGB
     image) plans conv 1 as a 1x1 conv over the input's unfolded windows

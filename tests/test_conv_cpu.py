@@ -398,7 +398,8 @@ def test_a_wait_that_can_never_be_satisfied_fails_instead_of_hanging():
 
 
 def test_halo_conv_refuses_what_it_cannot_run():
-    # The halo conv (kernel family 2): 3x3 filters, channels multiples of 64, no split.
+    # The halo conv (kernel family 2): 3x3 filters, channels multiples of 64,
+    # splits that divide a conv's input channel blocks.
     report = cs.plan_conv_pair(2, 56, 56, 64, 64, device="h200", tile=(128, 64, 576), mode="fused")
     plan = report.plan
     assert plan.kernel == 2
@@ -410,10 +411,30 @@ def test_halo_conv_refuses_what_it_cannot_run():
         cs.plan_conv_pair(1, 14, 14, 64, 64, filter2=1, device="h200", tile=(128, 64, 576))
     with pytest.raises(ValueError, match="multiples of 64"):
         cs.plan_conv_pair(1, 14, 14, 64, 64, 40, device="h200", tile=(128, 64, 576))
-    with pytest.raises(ValueError, match="does not split k"):
+    with pytest.raises(ValueError, match="the producer conv has 1, which 2 shares do not divide"):
         cs.plan_conv_pair(1, 14, 14, 64, 64, device="h200", tile=(128, 64, 576), split_k=(2, 1))
+    with pytest.raises(ValueError, match="the consumer conv has 4, which 3 shares do not divide"):
+        cs.plan_conv_pair(1, 7, 7, 256, 256, device="h200", tile=(128, 64, 576), split_k=(2, 3))
     with pytest.raises(ValueError, match="'relu' or 'identity'"):
         cs.plan_conv_pair(1, 14, 14, 64, 64, device="h200", tile=(128, 64, 576), activation="gelu")
+
+
+def test_halo_conv_split_sync_buffer_holds_counts_and_every_shares_sums():
+    # Split along its input channel blocks, a conv adds a count per output
+    # tile (zeroed with the semaphores) and each share's 128 x 64 fp32 sums.
+    plan = cs.plan_conv_pair(1, 7, 7, 512, 512, 256, device="h200", tile=(128, 64, 576), mode="serial",
+                             split_k=(8, 2)).plan
+    assert plan.kernel == 2 and plan.split_k == (8, 2)
+    out1, out2 = 1 * 8, 1 * 4  # one position tile of a 7x7 image; 512 and 256 output channels
+    header = 8 + out1 + out1 + out2
+    partials = (header + 3) // 4 * 4
+    want = partials + (8 * out1 + 2 * out2) * 128 * 64
+    assert cs.conv_planner.conv_sync_words(1, 7, 7, (512, 512, 256), ((3, 3), (3, 3)), plan) == want
+    # Split in one conv only: the other has no sums.
+    plan = cs.plan_conv_pair(1, 7, 7, 512, 512, 256, device="h200", tile=(128, 64, 576), mode="fused",
+                             split_k=(1, 4)).plan
+    assert cs.conv_planner.conv_sync_words(1, 7, 7, (512, 512, 256), ((3, 3), (3, 3)), plan) == (
+        (8 + out1 + out1 + out2 + 3) // 4 * 4 + 4 * out2 * 128 * 64)
 
 
 @pytest.mark.parametrize("n,h,w", [(1, 56, 56), (2, 7, 7), (3, 13, 13), (1, 5, 150), (2, 3, 300), (1, 1, 1),

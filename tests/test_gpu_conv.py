@@ -145,10 +145,10 @@ def test_hopper_conv_matches_xla_every_policy_and_mode(n, size, c0, c1, c2, f1, 
 HALO_TILE = (128, 64, 576)
 
 
-def halo_plan(n, h, w, c0, c1, c2, mode, policy):
+def halo_plan(n, h, w, c0, c1, c2, mode, policy, split_k=(1, 1)):
     plan = cs.plan_conv_pair(n, h, w, c0, c1, c2, device=cs.planner.device_model(jax.devices()[0]),
                              policy=policy if not isinstance(policy, cs.Conv2DTileSync) else "conv2dtilesync",
-                             mode=mode, tile=HALO_TILE).plan
+                             mode=mode, tile=HALO_TILE, split_k=split_k).plan
     assert plan.kernel == 2
     return plan
 
@@ -171,6 +171,21 @@ def test_halo_conv_matches_xla_every_policy_and_mode(n, h, w, c0, c1, c2, dtype)
     x, k1, k2, b1, b2, res = conv_inputs(n + h + w + c1, n, h, w, c0, c1, c2, dtype, residual=True)
     ops = (x, k1, k2, b1, b2, res)
     check_every_run(ops, lambda mode, policy: synced(ops, plan=halo_plan(n, h, w, c0, c1, c2, mode, policy)))
+
+
+@pytest.mark.parametrize("n,h,w,c0,c1,c2,split", [
+    (1, 7, 7, 512, 512, 512, (8, 8)),    # ResNet's last pair at batch 1: 64 shares of one unit a conv
+    (2, 14, 14, 256, 128, 256, (4, 2)),  # shares of 1 and of 2 units, output blocks 2 and 4
+    (3, 28, 28, 128, 128, 64, (2, 1)),   # conv 1 split, conv 2 whole
+])
+def test_halo_conv_split_matches_xla_and_repeats_exactly(n, h, w, c0, c1, c2, split):
+    # Split along its input channel blocks, a tile's shares store fp32 sums
+    # and the last to count adds them in share order: every mode and policy
+    # gives the same bits, and conv 2 waits for the last share's post.
+    if not _hopper():
+        pytest.skip("the halo conv runs on compute capability 9.0")
+    ops = conv_inputs(n + h + sum(split), n, h, w, c0, c1, c2, jnp.float16, residual=True)
+    check_every_run(ops, lambda mode, policy: synced(ops, plan=halo_plan(n, h, w, c0, c1, c2, mode, policy, split)))
 
 
 @pytest.mark.parametrize("mode", ["fused", "streams"])

@@ -30,6 +30,9 @@ namespace cusync_ffi {
 // taps (tile k 9 x 64).
 constexpr int kHaloConvKernel = 2;
 constexpr int kHaloTileK = 9 * 64;
+// A share's fp32 sums when the halo conv splits a conv along its channel
+// blocks: one 128 x 64 tile.
+constexpr long long kHaloShareFloats = 128 * 64;
 
 struct ConvPairSpec {
   int64_t images = 0, height = 0, width = 0;
@@ -185,11 +188,23 @@ inline xla::ffi::Error decode_conv_pair_spec(const xla::ffi::Dictionary& attrs,
 // The call's sync buffer (cusync/sync_layout.h), as the CPU module sizes it.
 inline cusync::SplitLayout conv_sync_layout(const ConvPairSpec& s) {
   if (s.kernel == kHaloConvKernel) {
-    // A semaphore per conv 1 tile of the halo tiling, which has more
-    // positions than pixels (a row's two padding columns).
+    // A semaphore per conv 1 output tile of the halo tiling (which has more
+    // positions than pixels: a row's two padding columns). Split along its
+    // channel blocks (cuda/halo_conv_sm90.cuh), a conv also has a count per
+    // output tile (zeroed with the semaphores) and, not zeroed, every
+    // share's fp32 sums (128 x 64 a share).
+    const long long positions = s.halo_tiling().tiles();
+    const long long out1 = positions * cusync::ceil_div(static_cast<int>(s.mid_channels), 64);
+    const long long out2 = positions * cusync::ceil_div(static_cast<int>(s.out_channels), 64);
     cusync::SplitLayout l{};
-    l.zeroed = l.words = cusync::kSyncHeaderWords + static_cast<long long>(s.halo_tiling().tiles()) *
-                                                        cusync::ceil_div(static_cast<int>(s.mid_channels), 64);
+    l.zeroed = l.words = cusync::kSyncHeaderWords + out1;
+    if (s.splits1 <= 1 && s.splits2 <= 1) return l;
+    l.counts1 = l.zeroed;
+    l.counts2 = l.counts1 + out1;
+    l.zeroed = l.counts2 + out2;
+    l.partials1 = (l.zeroed + 3) / 4 * 4;
+    l.partials2 = l.partials1 + (s.splits1 > 1 ? s.splits1 * out1 * kHaloShareFloats : 0);
+    l.words = l.partials2 + (s.splits2 > 1 ? s.splits2 * out2 * kHaloShareFloats : 0);
     return l;
   }
   return cusync::conv_split_layout(s.producer, s.consumer, static_cast<int>(s.producer_k_blocks()),

@@ -69,6 +69,10 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, int ci, HaloParams<T
   cv.nb = cout / kC;
   cv.out_channels = cout;
   cv.activation = ci == 0 ? s.activation : cusync::Activation::kIdentity;
+  cv.splits = ci == 0 ? s.splits1 : s.splits2;
+  const cusync::SplitLayout layout = cusync_ffi::conv_sync_layout(s);
+  cv.counts = b.sync + (ci == 0 ? layout.counts1 : layout.counts2);
+  cv.partials = reinterpret_cast<float*>(b.sync + (ci == 0 ? layout.partials1 : layout.partials2));
   return Error::Success();
 }
 
@@ -104,8 +108,8 @@ Error run(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t stream, cons
   if (auto e = set_conv<T>(s, b, 0, &p); e.failure()) return e;
   if (auto e = set_conv<T>(s, b, 1, &p); e.failure()) return e;
   const int positions = p.tiling.tiles();
-  p.tiles0 = positions * p.conv[0].nb;
-  const int tiles1 = positions * p.conv[1].nb;
+  p.tiles0 = positions * p.conv[0].nb * p.conv[0].splits;
+  const int tiles1 = positions * p.conv[1].nb * p.conv[1].splits;
   p.semaphores = b.sync + cusync::kSyncHeaderWords;
   p.waits_per_tile = s.policy.kind == cusync::PolicyKind::kRowSync;
   // Resident B where each conv has one block of it, so a CTA loads it at
@@ -189,8 +193,12 @@ Error check_conv_pair_halo(const ConvPairSpec& s) {
     return Error::InvalidArgument("cusync_jax: the halo conv needs channels that are multiples of 64; got " +
                                   std::to_string(s.in_channels) + ", " + std::to_string(s.mid_channels) + ", " +
                                   std::to_string(s.out_channels));
-  if (s.splits1 != 1 || s.splits2 != 1)
-    return Error::InvalidArgument("cusync_jax: the halo conv does not split k");
+  // A split divides a conv's input channel blocks evenly (every share the same units).
+  if (s.splits1 < 1 || (s.in_channels / kC) % s.splits1 || s.splits2 < 1 || (s.mid_channels / kC) % s.splits2)
+    return Error::InvalidArgument("cusync_jax: the halo conv splits a conv along its input channel blocks of 64 "
+                                  "evenly; got split_k (" + std::to_string(s.splits1) + ", " +
+                                  std::to_string(s.splits2) + ") for " + std::to_string(s.in_channels / kC) +
+                                  " and " + std::to_string(s.mid_channels / kC) + " blocks");
   if (s.policy.kind == cusync::PolicyKind::kStridedSync)
     return Error::InvalidArgument("cusync_jax: the conv pair takes TileSync, RowSync or Conv2DTileSync");
   if (s.activation != cusync::Activation::kRelu && s.activation != cusync::Activation::kIdentity)

@@ -64,9 +64,12 @@ constexpr int kEnd = -1;                         // a stage record: no more tile
 constexpr int kHandoffTaps = 1;
 // A stage record: its tile (or kEnd), the B loads issued before it, and the
 // tile decoded by the producer (image, h0, w0, a0, output block, index within
-// its conv), so a consumer does no division between receiving the turn and
-// its first wgmma (10 % of conv 1's time at batch 32: bench/NOTES.md, stop 28).
-constexpr int kRecordInts = 8;
+// its conv, units), so a consumer does no division between receiving the turn
+// and its first wgmma (10 % of conv 1's time at batch 32: bench/NOTES.md,
+// stop 28).
+constexpr int kRecordInts = 9;
+// A share's fp32 sums (split conv): the tile's 128 x 64 accumulators.
+constexpr int kShareFloats = kTileM * kC;
 static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
 
 // One convolution of the launch.
@@ -78,6 +81,13 @@ struct HaloConv {
   int cb, nb;         // input and output channel blocks of 64
   int out_channels;
   cusync::Activation activation;
+  // Split along the input channel blocks: each output tile (position tile,
+  // output block) is `splits` tiles of cb / splits units, each storing its
+  // fp32 sums; the last of them to count sums all in share order (so a run
+  // repeats bit for bit) and runs the epilogue. 1: no split.
+  int splits;
+  int* counts;        // [output tiles] shares counted (zeroed per call)
+  float* partials;    // [output tiles][splits][kShareFloats]
 };
 
 template <class T>
@@ -114,7 +124,7 @@ static_assert(kScratchBytes % 1024 == 0, "the ring after the scratch starts on a
 // far) and the cursor.
 inline size_t halo_smem_bytes(int resident_b, int stage_bytes, int stages) {
   return 1024 + (resident_b ? kWeightBytes : 0) + kScratchBytes + 24 +
-         size_t(stages) * (stage_bytes + 16 + 4 * kRecordInts) + 8;
+         size_t(stages) * (stage_bytes + 16 + 4 * kRecordInts) + 16;
 }
 
 #ifdef CUSYNC_HALO_STAMPS
@@ -297,6 +307,36 @@ __device__ __forceinline__ void load_bias(const HaloConv<T>& cv, int nb, Pair (&
   for (int i = 0; i < 8; ++i) bias[i] = *reinterpret_cast<const Pair*>(b + 8 * i);
 }
 
+// A split tile's fp32 sums (split conv): thread ctid's accumulators as float4
+// number j at j * 128 + ctid, so a warp's stores are 512 contiguous bytes.
+__device__ __forceinline__ void store_share(float* dst, int ctid, const float (&d0)[32], const float (&d1)[32]) {
+  float4* out = reinterpret_cast<float4*>(dst);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    out[j * 128 + ctid] = make_float4(d0[4 * j], d0[4 * j + 1], d0[4 * j + 2], d0[4 * j + 3]);
+    out[(8 + j) * 128 + ctid] = make_float4(d1[4 * j], d1[4 * j + 1], d1[4 * j + 2], d1[4 * j + 3]);
+  }
+}
+
+// The sum of `shares` shares' sums (store_share's layout) in share order,
+// read past L1 (other SMs wrote them), into d0 and d1.
+__device__ __forceinline__ void sum_shares(const float* src, int shares, int ctid, float (&d0)[32],
+                                           float (&d1)[32]) {
+  const float4* in = reinterpret_cast<const float4*>(src);
+  for (int sh = 0; sh < shares; ++sh, in += kShareFloats / 4) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float4 v = __ldcg(in + j * 128 + ctid);
+      float* d = j < 8 ? &d0[4 * j] : &d1[4 * (j - 8)];
+      if (sh == 0) {
+        d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+      } else {
+        d[0] += v.x, d[1] += v.y, d[2] += v.z, d[3] += v.w;
+      }
+    }
+  }
+}
+
 // Rows first_row .. first_row + 15 of the tile, a warp's share of one chain
 // (D fragment rows lane / 4 (+ 8), columns 8 i + 2 (lane % 4) (+ 1)): bias
 // and ReLU in fp32, rounded, written to the warp's scratch by stmatrix, then
@@ -392,6 +432,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
   // before it (resident B: the consumers wait for that load's phase).
   int* const records = reinterpret_cast<int*>(smem + (empty + 8 * p.stages - weights));
   int* const cursor = records + kRecordInts * p.stages;  // the unit where the next tile starts
+  volatile int* const last_share = cursor + 1;           // [consumer]: its split tile counted last
   const cusync::HaloTiling g = p.tiling;
 
   const int tid = threadIdx.x, wg = tid / 128;
@@ -433,7 +474,10 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       CUSYNC_HALO_STAMP(2, tile);
       const int ci = tile < p.tiles0 ? 0 : 1;
       const HaloConv<T> cv = p.conv[ci];
-      const int local = tile - (ci ? p.tiles0 : 0), position = local / cv.nb, nb = local % cv.nb;
+      // Tiles of a conv: position tile major, then output block, then share.
+      const int local = tile - (ci ? p.tiles0 : 0), per_position = cv.nb * cv.splits;
+      const int position = local / per_position, nb = local % per_position / cv.splits;
+      const int units = cv.cb / cv.splits, cb0 = local % cv.splits * units;
       const cusync::HaloTile t = g.tile(position);
       if (p.resident_b && b_conv != ci) {
         // Every unit issued so far reads the old B: wait for their release
@@ -442,11 +486,11 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
           mbar_wait(empty + 8 * ((v - i) % p.stages), ((v - i) / p.stages) & 1);
         load_b(ci);
       }
-      for (int cb = 0; cb < cv.cb; ++cb, ++v) {
+      for (int cb = cb0; cb < cb0 + units; ++cb, ++v) {
         const int s = v % p.stages;
         const uint32_t stage = ring + s * p.stage_bytes;
         acquire_stage(s);
-        if (ci == 1 && p.waits && (cb == 0 || !p.waits_per_tile)) {
+        if (ci == 1 && p.waits && (cb == cb0 || !p.waits_per_tile)) {
           // The conv 1 tiles under this halo: channel block cb of them (RowSync: all blocks, once).
           const int nb1 = p.conv[0].nb;
           g.for_each_dependency(position, [&](int dep) {
@@ -476,6 +520,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         rec[5] = t.a0;
         rec[6] = nb;
         rec[7] = local;
+        rec[8] = units;
         mbar_expect_tx(full + 8 * s, p.halo_bytes + (p.resident_b ? 0 : kWeightBytes));
         tma_load_4d(stage, &p.x[ci], full + 8 * s, cb * kC, t.w0 - 1, t.h0 - 1, t.image);
         if (!p.resident_b)
@@ -546,10 +591,11 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(5, halo_now());
     float d0[32], d1[32];  // rows 0-63 and 64-127 of the tile
     Pair bias[8];
-    // The channel blocks, warp-uniform as far as ptxas can tell (read from
-    // shared memory, they are not): wgmmas stay in flight across this loop's
-    // back edge, and a branch ptxas thinks divergent would serialize them.
-    const int ncb = __shfl_sync(~0u, cv.cb, 0);
+    // The tile's units (channel blocks), warp-uniform as far as ptxas can
+    // tell (read from shared memory, they are not): wgmmas stay in flight
+    // across this loop's back edge, and a branch ptxas thinks divergent would
+    // serialize them.
+    const int ncb = __shfl_sync(~0u, rec[8], 0);
     for (int cb = 0; cb < ncb; ++cb) {
       // Use u = v / S of the stage waits for the full barrier's phase u,
       // parity u & 1. Units pass their full waits in v order (the turn orders
@@ -582,7 +628,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         // wgmmas still queued, so the other consumer's queue right behind.
         wgmma_wait<1>();
         if (tid % 128 == 0) {
-          *cursor = v0 + cv.cb;
+          *cursor = v0 + ncb;
           mbar_arrive(turn + 8 * (c ^ 1));
         }
       }
@@ -590,6 +636,24 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         wgmma_wait<0>();
         if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
       }
+    }
+    // Nothing is in flight here (the last unit waited for all); said again
+    // for ptxas, which cannot tell and would insert its own wait.
+    wgmma_wait<0>();
+    // The output tile (semaphore and count index: position tile x output block).
+    const int out_tile = local / cv.splits;
+    if (cv.splits > 1) {
+      // This share's sums to memory, then the count; the last share to count
+      // takes every share's sums in share order and runs the epilogue.
+      const int ctid = tid % 128;
+      store_share(cv.partials + (size_t(out_tile) * cv.splits + local % cv.splits) * kShareFloats, ctid, d0, d1);
+      __threadfence();
+      asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+      if (ctid == 0) last_share[c] = atomicAdd(cv.counts + out_tile, 1) == cv.splits - 1;
+      asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+      if (!last_share[c]) continue;
+      __threadfence();  // the other shares' sums, counted before this one's
+      sum_shares(cv.partials + size_t(out_tile) * cv.splits * kShareFloats, cv.splits, ctid, d0, d1);
     }
     load_bias<T, Pair>(cv, nb, bias);
 
@@ -613,7 +677,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
       if (tid % 128 == 0) {
         __threadfence();
-        cusync::semaphore_post_store(p.semaphores + local, 1);
+        cusync::semaphore_post_store(p.semaphores + out_tile, 1);
       }
     }
   }
