@@ -153,6 +153,24 @@ NB_MODULE(_cusync_cpu, m) {
       "Position tiles of the halo conv's tiling (cusync/halo_tiling.h), without building their dependency lists.");
 
   m.def(
+      "halo_second_half_live",
+      [](int images, int height, int width) {
+        const cusync::HaloTiling g = cusync::make_halo_tiling(images, height, width);
+        std::vector<bool> out;
+        for (int i = 0; i < g.tiles(); ++i) out.push_back(g.second_half_live(i));
+        return out;
+      },
+      nb::arg("images"), nb::arg("height"), nb::arg("width"),
+      "Per tile of the halo conv's tiling: whether its positions 64..127 hold an output pixel.");
+
+  m.def(
+      "halo_one_chain",
+      [](int images, int height, int width) { return cusync::make_halo_tiling(images, height, width).one_chain(); },
+      nb::arg("images"), nb::arg("height"), nb::arg("width"),
+      "Whether no tile of the halo conv's tiling has a pixel in its positions 64..127 (the kernel then runs "
+      "one 64-row chain a tile).");
+
+  m.def(
       "stage_schedule",
       [](int rows, int cols, int slices, int tile_rows, int tile_cols, int order, int group_rows) {
         cusync::Stage st = make_stage(rows, cols, slices, tile_rows, tile_cols, order);

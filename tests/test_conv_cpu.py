@@ -438,7 +438,8 @@ def test_halo_conv_split_sync_buffer_holds_counts_and_every_shares_sums():
 
 
 @pytest.mark.parametrize("n,h,w", [(1, 56, 56), (2, 7, 7), (3, 13, 13), (1, 5, 150), (2, 3, 300), (1, 1, 1),
-                                   (1, 40, 126), (1, 9, 128)])
+                                   (1, 40, 126), (1, 9, 128), (2, 14, 14), (1, 28, 28), (1, 3, 190), (1, 6, 61),
+                                   (3, 6, 6), (1, 8, 6)])
 def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_reads(n, h, w):
     # The halo conv's tiling (cusync/halo_tiling.h), shared by its kernel's
     # stores and waits: every output pixel belongs to one tile, and a tile's
@@ -446,6 +447,15 @@ def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_r
     bw, rows, tiles = cs._cusync_cpu.halo_tiling(n, h, w)
     assert bw == (130 if w + 2 > 130 else w + 2)
     assert cs._cusync_cpu.halo_tile_count(n, h, w) == len(tiles)
+    # A tile's second 64-position half is live exactly where it owns a pixel there.
+    live = cs._cusync_cpu.halo_second_half_live(n, h, w)
+    want = [False] * len(tiles)
+    for index, (image, h0, w0, a0, _) in enumerate(tiles):
+        for q in range(a0 + 64, a0 + 128):
+            if h0 + q // bw < h and w0 + q % bw < w:
+                want[index] = True
+    assert live == want
+    assert cs._cusync_cpu.halo_one_chain(n, h, w) == (not any(want))
     owner = {}
     for index, (image, h0, w0, a0, _) in enumerate(tiles):
         for q in range(a0, a0 + 128):

@@ -83,7 +83,8 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, int ci, HaloParams<T
 template <class T, class Pair>
 Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream, const DeviceInfo& device,
              const char* what) {
-  auto kernel = halo_conv_kernel<T, Pair>;
+  // One 64-row chain a tile where no tile has pixels past its 64th position (7x7).
+  auto kernel = p.tiling.one_chain() ? halo_conv_kernel<T, Pair, false> : halo_conv_kernel<T, Pair, true>;
   CUSYNC_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
       "raising the halo conv's shared memory limit");

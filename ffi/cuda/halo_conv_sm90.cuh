@@ -308,24 +308,28 @@ __device__ __forceinline__ void load_bias(const HaloConv<T>& cv, int nb, Pair (&
 }
 
 // A split tile's fp32 sums (split conv): thread ctid's accumulators as float4
-// number j at j * 128 + ctid, so a warp's stores are 512 contiguous bytes.
+// number j at j * 128 + ctid, so a warp's stores are 512 contiguous bytes
+// (kTwoChains: d1's too, see halo_conv_kernel).
+template <bool kTwoChains>
 __device__ __forceinline__ void store_share(float* dst, int ctid, const float (&d0)[32], const float (&d1)[32]) {
   float4* out = reinterpret_cast<float4*>(dst);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     out[j * 128 + ctid] = make_float4(d0[4 * j], d0[4 * j + 1], d0[4 * j + 2], d0[4 * j + 3]);
-    out[(8 + j) * 128 + ctid] = make_float4(d1[4 * j], d1[4 * j + 1], d1[4 * j + 2], d1[4 * j + 3]);
+    if constexpr (kTwoChains)
+      out[(8 + j) * 128 + ctid] = make_float4(d1[4 * j], d1[4 * j + 1], d1[4 * j + 2], d1[4 * j + 3]);
   }
 }
 
 // The sum of `shares` shares' sums (store_share's layout) in share order,
 // read past L1 (other SMs wrote them), into d0 and d1.
+template <bool kTwoChains>
 __device__ __forceinline__ void sum_shares(const float* src, int shares, int ctid, float (&d0)[32],
                                            float (&d1)[32]) {
   const float4* in = reinterpret_cast<const float4*>(src);
   for (int sh = 0; sh < shares; ++sh, in += kShareFloats / 4) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < (kTwoChains ? 16 : 8); ++j) {
       const float4 v = __ldcg(in + j * 128 + ctid);
       float* d = j < 8 ? &d0[4 * j] : &d1[4 * (j - 8)];
       if (sh == 0) {
@@ -403,17 +407,21 @@ __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const Hal
   __syncwarp();  // every lane's reads done before the next chain's stmatrix
 }
 
-// Both chains of the tile (rows 0-63 in d0, 64-127 in d1).
-template <class T, class Pair, bool kRelu, bool kResidual>
+// Both chains of the tile (rows 0-63 in d0, 64-127 in d1; d1 with kTwoChains).
+template <class T, class Pair, bool kRelu, bool kResidual, bool kTwoChains>
 __device__ __forceinline__ void store_tile(const cusync::HaloTiling g, const HaloConv<T> cv, const cusync::HaloTile& t,
                                            int nb, int warp, const float (&d0)[32], const float (&d1)[32],
                                            const Pair (&bias)[8], uint32_t scratch) {
   store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 16 * warp, d0, bias, scratch);
-  store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 64 + 16 * warp, d1, bias, scratch);
+  if constexpr (kTwoChains) store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 64 + 16 * warp, d1, bias, scratch);
 }
 #endif  // CUSYNC_SM90A_DEVICE
 
-template <class T, class Pair>
+// kTwoChains false: no tile has a pixel in its positions 64..127
+// (HaloTiling::one_chain, 7x7 images), so the consumers run the first 64-row
+// chain only: half the MMAs, epilogue and split sums. Its commit groups stay
+// (empty), so every wait counts the same.
+template <class T, class Pair, bool kTwoChains = true>
 __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_constant__ HaloParams<T> p) {
 #if defined(CUSYNC_SM90A_DEVICE)
   extern __shared__ uint8_t smem_raw[];
@@ -608,12 +616,23 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       const uint32_t a_lo1 = a_lo + 64 * kRowBytes / 16;
       const uint32_t b_lo = desc_lo(p.resident_b ? weights : stage + p.halo_stage_bytes);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // the last epilogue read d0, d1
-      conv_taps<T, 0, kTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
-      wgmma_commit();
-      conv_taps<T, 0, kTaps - kHandoffTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
-      wgmma_commit();
-      conv_taps<T, kTaps - kHandoffTaps, kTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
-      wgmma_commit();
+      // Three commit groups a unit: d0's taps, d1's but the last, d1's last
+      // (one chain: d0's but the last, none, d0's last), so the handoff
+      // below leaves the last tap queued either way.
+      if constexpr (kTwoChains) {
+        conv_taps<T, 0, kTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
+        wgmma_commit();
+        conv_taps<T, 0, kTaps - kHandoffTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
+        wgmma_commit();
+        conv_taps<T, kTaps - kHandoffTaps, kTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
+        wgmma_commit();
+      } else {
+        conv_taps<T, 0, kTaps - kHandoffTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
+        wgmma_commit();
+        wgmma_commit();
+        conv_taps<T, kTaps - kHandoffTaps, kTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
+        wgmma_commit();
+      }
       const bool last = cb == ncb - 1;
       if (p.stages > 1 && cb > 0) {
         // The previous unit's stage, released once its 3 groups are done,
@@ -646,14 +665,14 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       // This share's sums to memory, then the count; the last share to count
       // takes every share's sums in share order and runs the epilogue.
       const int ctid = tid % 128;
-      store_share(cv.partials + (size_t(out_tile) * cv.splits + local % cv.splits) * kShareFloats, ctid, d0, d1);
+      store_share<kTwoChains>(cv.partials + (size_t(out_tile) * cv.splits + local % cv.splits) * kShareFloats, ctid, d0, d1);
       __threadfence();
       asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
       if (ctid == 0) last_share[c] = atomicAdd(cv.counts + out_tile, 1) == cv.splits - 1;
       asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
       if (!last_share[c]) continue;
       __threadfence();  // the other shares' sums, counted before this one's
-      sum_shares(cv.partials + size_t(out_tile) * cv.splits * kShareFloats, cv.splits, ctid, d0, d1);
+      sum_shares<kTwoChains>(cv.partials + size_t(out_tile) * cv.splits * kShareFloats, cv.splits, ctid, d0, d1);
     }
     load_bias<T, Pair>(cv, nb, bias);
 
@@ -663,13 +682,13 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     const uint32_t my_scratch = scratch + (4 * c + warp) * kScratchWarpBytes;
     if (cv.residual == nullptr) {
       if (relu)
-        store_tile<T, Pair, true, false>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
+        store_tile<T, Pair, true, false, kTwoChains>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
       else
-        store_tile<T, Pair, false, false>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
+        store_tile<T, Pair, false, false, kTwoChains>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
     } else if (relu) {
-      store_tile<T, Pair, true, true>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
+      store_tile<T, Pair, true, true, kTwoChains>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
     } else {
-      store_tile<T, Pair, false, true>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
+      store_tile<T, Pair, false, true, kTwoChains>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
     }
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(7, halo_now());
     if (ci == 0 && p.posts) {

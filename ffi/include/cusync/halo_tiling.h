@@ -47,6 +47,25 @@ struct HaloTiling {
     return HaloTile{n, h0, 0, p0 - h0 * bw};
   }
 
+  // Whether positions 64 .. 127 of tile `index` (its second 64-row chain)
+  // hold any output pixel: a 7x7 image's 63 padded positions fill one chain
+  // only, and the kernel skips the other's MMAs and stores.
+  CUSYNC_HD bool second_half_live(int index) const {
+    const HaloTile t = tile(index);
+    if (wide) return t.w0 + kHaloTileM / 2 < width;
+    const int p = (index % tiles_per_image) * kHaloTileM + kHaloTileM / 2;  // first position of the half
+    const int end = min_int(p + kHaloTileM / 2, height * bw);
+    if (p >= end) return false;
+    if (p % bw < width) return true;
+    return (p / bw + 1) * bw < end;  // the next row's first pixel
+  }
+
+  // Whether no tile has a pixel in its second half (one image's padded grid
+  // fits 64 positions: 7x7 and smaller). Tile 0's second half is the first
+  // to hold one: in the wide tiling, and in the narrow one with two or more
+  // tiles an image, it always does.
+  CUSYNC_HD bool one_chain() const { return !second_half_live(0); }
+
   // Calls f(index) for every tile whose outputs tile `index`'s halo reads
   // (the same image; the halo's rows h0 - 1 .. and its columns, clipped to
   // the image), in increasing order.
