@@ -83,8 +83,13 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, int ci, HaloParams<T
 template <class T, class Pair>
 Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream, const DeviceInfo& device,
              const char* what) {
-  // One 64-row chain a tile where no tile has pixels past its 64th position (7x7).
-  auto kernel = p.tiling.one_chain() ? halo_conv_kernel<T, Pair, false> : halo_conv_kernel<T, Pair, true>;
+  // One 64-row chain a tile where no tile has pixels past its 64th position
+  // (7x7); both consumers on every tile where the launch has no more tiles
+  // than CTAs (pingpong would leave one of them idle).
+  const bool one_chain = p.tiling.one_chain(), coop = !one_chain && tiles <= device.sm_count;
+  auto kernel = one_chain ? halo_conv_kernel<T, Pair, false, false>
+                : coop    ? halo_conv_kernel<T, Pair, true, true>
+                          : halo_conv_kernel<T, Pair, true, false>;
   CUSYNC_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
       "raising the halo conv's shared memory limit");

@@ -256,15 +256,16 @@ __device__ __forceinline__ void conv_taps(float (&d)[32], uint32_t a_lo, int bw,
 
 // One thread: B's barrier and the two turns take one arrival, a stage's full
 // barrier the producer's (with the TMA bytes), its empty one an arrival per
-// consumer warp; then visible to the async proxy.
+// consumer warp that reads the stage (4, or 8 in cooperative launches); then
+// visible to the async proxy.
 __device__ __forceinline__ void init_barriers(uint32_t wbar, uint32_t turn, uint32_t full, uint32_t empty,
-                                              int stages) {
+                                              int stages, int empty_arrivals) {
   mbar_init(wbar, 1);
   mbar_init(turn, 1);
   mbar_init(turn + 8, 1);
   for (int s = 0; s < stages; ++s) {
     mbar_init(full + 8 * s, 1);
-    mbar_init(empty + 8 * s, 4);
+    mbar_init(empty + 8 * s, empty_arrivals);
   }
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -421,8 +422,15 @@ __device__ __forceinline__ void store_tile(const cusync::HaloTiling g, const Hal
 // (HaloTiling::one_chain, 7x7 images), so the consumers run the first 64-row
 // chain only: half the MMAs, epilogue and split sums. Its commit groups stay
 // (empty), so every wait counts the same.
-template <class T, class Pair, bool kTwoChains = true>
+// kCoop: a launch with no more tiles than CTAs, where pingpong would leave one
+// consumer idle: both consumers run every tile, consumer c its chain c (rows
+// 64 c ..), so a tile's MMAs take half as long. No turn, no cursor: each
+// consumer passes every unit; a stage is released by all 8 consumer warps,
+// and the two meet at a 256-thread barrier before a split tile's count and
+// before the post.
+template <class T, class Pair, bool kTwoChains = true, bool kCoop = false>
 __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_constant__ HaloParams<T> p) {
+  static_assert(kTwoChains || !kCoop, "a cooperative launch gives each consumer one of two chains");
 #if defined(CUSYNC_SM90A_DEVICE)
   extern __shared__ uint8_t smem_raw[];
   // Every TMA destination on a 1024-byte boundary: the swizzle pattern's start.
@@ -446,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
     *cursor = 0;
-    init_barriers(wbar, turn, full, empty, p.stages);
+    init_barriers(wbar, turn, full, empty, p.stages, kCoop ? 8 : 4);
   }
   __syncthreads();  // the only CTA-wide barrier: the producer's idle threads exit below
   if (tid == 0) CUSYNC_HALO_STAMP(0, halo_now());
@@ -553,14 +561,15 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
   }
 
   const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32;
-  int b_seen = 0;  // resident B: the loads this consumer has waited for
-  for (int k = c;; k += 2) {
+  int b_seen = 0;   // resident B: the loads this consumer has waited for
+  int v_next = 0;   // cooperative: the unit where the next tile starts
+  for (int k = kCoop ? 0 : c;; k += kCoop ? 1 : 2) {
     // This consumer's j-th tile waits for phase j - 1 + c of its turn barrier,
     // which the other consumer completes with tile k - 1 (consumer 0's first
     // wait, parity 1 on a fresh barrier, passes).
     const int j = k / 2;
-    mbar_wait(turn + 8 * c, (j & 1) ^ (c ^ 1));
-    const int v0 = *cursor;
+    if constexpr (!kCoop) mbar_wait(turn + 8 * c, (j & 1) ^ (c ^ 1));
+    const int v0 = kCoop ? v_next : *cursor;
     if (tid % 128 == 0) CUSYNC_HALO_STAMP(13 + c, v0);
     {
       const int s = v0 % p.stages;
@@ -580,7 +589,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       // waits for it: without this release a one-stage launch never ends),
       // pass the turn (and the cursor past this end record) and leave.
       if (lane == 0) mbar_arrive(empty + 8 * (v0 % p.stages));
-      if (tid % 128 == 0) {
+      if (!kCoop && tid % 128 == 0) {
         *cursor = v0 + 1;
         mbar_arrive(turn + 8 * (c ^ 1));
         CUSYNC_HALO_STAMP(8 + c, halo_now());
@@ -612,14 +621,15 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       const int v = v0 + cb, s = v % p.stages;
       const uint32_t stage = ring + s * p.stage_bytes;
       if (cb > 0) mbar_wait(full + 8 * s, (v / p.stages) & 1);
-      const uint32_t a_lo = desc_lo(stage + t.a0 * kRowBytes);
+      // (Cooperative: this consumer's chain starts 64 c rows in, into d0.)
+      const uint32_t a_lo = desc_lo(stage + (t.a0 + (kCoop ? 64 * c : 0)) * kRowBytes);
       const uint32_t a_lo1 = a_lo + 64 * kRowBytes / 16;
       const uint32_t b_lo = desc_lo(p.resident_b ? weights : stage + p.halo_stage_bytes);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // the last epilogue read d0, d1
       // Three commit groups a unit: d0's taps, d1's but the last, d1's last
       // (one chain: d0's but the last, none, d0's last), so the handoff
       // below leaves the last tap queued either way.
-      if constexpr (kTwoChains) {
+      if constexpr (kTwoChains && !kCoop) {
         conv_taps<T, 0, kTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
         wgmma_commit();
         conv_taps<T, 0, kTaps - kHandoffTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
@@ -642,7 +652,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         wgmma_wait<3>();
         if (lane == 0) mbar_arrive(empty + 8 * ((v - 1) % p.stages));
       }
-      if (last) {
+      if (!kCoop && last) {
         // Hand the tensor cores (and the cursor) over with the last tap's 4
         // wgmmas still queued, so the other consumer's queue right behind.
         wgmma_wait<1>();
@@ -659,20 +669,32 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     // Nothing is in flight here (the last unit waited for all); said again
     // for ptxas, which cannot tell and would insert its own wait.
     wgmma_wait<0>();
+    v_next = v0 + ncb;
+    // The chains this consumer holds: both (pingpong), or its own in d0.
+    constexpr bool kBoth = kTwoChains && !kCoop;
     // The output tile (semaphore and count index: position tile x output block).
     const int out_tile = local / cv.splits;
     if (cv.splits > 1) {
       // This share's sums to memory, then the count; the last share to count
       // takes every share's sums in share order and runs the epilogue.
-      const int ctid = tid % 128;
-      store_share<kTwoChains>(cv.partials + (size_t(out_tile) * cv.splits + local % cv.splits) * kShareFloats, ctid, d0, d1);
+      // (Cooperative: each consumer its half, both before the one count.)
+      const int ctid = tid % 128, half = kCoop ? c * kShareFloats / 2 : 0;
+      store_share<kBoth>(cv.partials + (size_t(out_tile) * cv.splits + local % cv.splits) * kShareFloats + half, ctid,
+                         d0, d1);
       __threadfence();
-      asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
-      if (ctid == 0) last_share[c] = atomicAdd(cv.counts + out_tile, 1) == cv.splits - 1;
-      asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
-      if (!last_share[c]) continue;
+      const int group = kCoop ? 0 : c;  // the flag and barrier shared by the consumers of this tile
+      if constexpr (kCoop)
+        asm volatile("bar.sync 3, 256;" ::: "memory");
+      else
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+      if (ctid == 0 && c == group) last_share[group] = atomicAdd(cv.counts + out_tile, 1) == cv.splits - 1;
+      if constexpr (kCoop)
+        asm volatile("bar.sync 3, 256;" ::: "memory");
+      else
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+      if (!last_share[group]) continue;
       __threadfence();  // the other shares' sums, counted before this one's
-      sum_shares<kTwoChains>(cv.partials + size_t(out_tile) * cv.splits * kShareFloats, cv.splits, ctid, d0, d1);
+      sum_shares<kBoth>(cv.partials + size_t(out_tile) * cv.splits * kShareFloats + half, cv.splits, ctid, d0, d1);
     }
     load_bias<T, Pair>(cv, nb, bias);
 
@@ -682,19 +704,22 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     const uint32_t my_scratch = scratch + (4 * c + warp) * kScratchWarpBytes;
     if (cv.residual == nullptr) {
       if (relu)
-        store_tile<T, Pair, true, false, kTwoChains>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
+        store_tile<T, Pair, true, false, kBoth>(g, cv, t, nb, kCoop ? 4 * c + warp : warp, d0, d1, bias, my_scratch);
       else
-        store_tile<T, Pair, false, false, kTwoChains>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
+        store_tile<T, Pair, false, false, kBoth>(g, cv, t, nb, kCoop ? 4 * c + warp : warp, d0, d1, bias, my_scratch);
     } else if (relu) {
-      store_tile<T, Pair, true, true, kTwoChains>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
+      store_tile<T, Pair, true, true, kBoth>(g, cv, t, nb, kCoop ? 4 * c + warp : warp, d0, d1, bias, my_scratch);
     } else {
-      store_tile<T, Pair, false, true, kTwoChains>(g, cv, t, nb, warp, d0, d1, bias, my_scratch);
+      store_tile<T, Pair, false, true, kBoth>(g, cv, t, nb, kCoop ? 4 * c + warp : warp, d0, d1, bias, my_scratch);
     }
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(7, halo_now());
     if (ci == 0 && p.posts) {
-      // The warpgroup's stores, then one release: the tile is done.
-      asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
-      if (tid % 128 == 0) {
+      // The warpgroup's stores (cooperative: both), then one release: the tile is done.
+      if constexpr (kCoop)
+        asm volatile("bar.sync 3, 256;" ::: "memory");
+      else
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+      if (tid % 128 == 0 && (!kCoop || c == 0)) {
         __threadfence();
         cusync::semaphore_post_store(p.semaphores + out_tile, 1);
       }
