@@ -140,34 +140,32 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
             or ("n64" in options and not hopper) or (halo and "n64" in options)):
         raise ValueError(f"unknown row {impl!r}")
     kw = dict(policy=policy, mode=mode)
+    conv1 = (c0, filters[0])
     if halo:
+        # Its tiles cover the padded rows; a share is a run of 64-channel input blocks.
         t = cs.kernels.CONV_HALO_CONFIGS[0].tile
         kw["tile"] = (t.m, t.n, t.k)
         positions = cs._cusync_cpu.halo_tile_count(n, size, size)
-        for o in options:
-            if o == "split":
-                split = tuple(halo_split_for(positions * (c_out // 64), c_in // 64, cs.H200.sms)
-                              for c_in, c_out in ((c0, c1), (c1, c2)))
-                if split != (1, 1):  # else the row is halo-serial's (distinct drops it)
-                    kw["split_k"] = split
-            elif o.startswith("split="):
-                kw["split_k"] = tuple(int(s) for s in o[len("split="):].split("x"))
-        return kw
-    if hopper:
-        tile = kw["tile"] = (128, 64, 64) if c1 == 64 or "n64" in options else (128, 128, 64)
-        rule, slots = hopper_split_for, cs.H200.sms
+        tiles_of = lambda c_out: positions * (c_out // 64)  # noqa: E731
+        blocks_of = lambda f, c_in: c_in // 64  # noqa: E731
+        rule, slots = halo_split_for, cs.H200.sms
     else:
-        tile, rule, slots = cs.kernels.CONV_CUDA_CONFIGS[0].tile, split_for, CUDA_SLOTS
-    conv1 = (c0, filters[0])
-    if hopper and cs.conv_unfold.needs_unfold(c0):
-        conv1 = (cs.conv_unfold.unfolded_channels(c0, filters[0]), (1, 1))  # as the plan runs it
+        if hopper:
+            tile = kw["tile"] = (128, 64, 64) if c1 == 64 or "n64" in options else (128, 128, 64)
+            rule, slots = hopper_split_for, cs.H200.sms
+        else:
+            tile, rule, slots = cs.kernels.CONV_CUDA_CONFIGS[0].tile, split_for, CUDA_SLOTS
+        tile = cs.TileShape(*tile) if isinstance(tile, tuple) else tile
+        if hopper and cs.conv_unfold.needs_unfold(c0):
+            conv1 = (cs.conv_unfold.unfolded_channels(c0, filters[0]), (1, 1))  # as the plan runs it
+        tiles_of = lambda c_out: math.prod(cs.planner.grid(n * size * size, c_out, tile))  # noqa: E731
+        blocks_of = lambda f, c_in: cs.conv_planner.conv_k_blocks(f, c_in, tile)  # noqa: E731
     for o in options:
         if o == "split":
-            tile = cs.TileShape(*tile) if isinstance(tile, tuple) else tile
-            kw["split_k"] = tuple(
-                rule(math.prod(cs.planner.grid(n * size * size, c_out, tile)),
-                     cs.conv_planner.conv_k_blocks(f, c_in, tile), slots)
-                for c_in, c_out, f in ((conv1[0], c1, conv1[1]), (c1, c2, filters[1])))
+            split = tuple(rule(tiles_of(c_out), blocks_of(f, c_in), slots)
+                          for c_in, c_out, f in ((conv1[0], c1, conv1[1]), (c1, c2, filters[1])))
+            if not (halo and split == (1, 1)):  # a whole halo row is halo-serial's (distinct drops it)
+                kw["split_k"] = split
         elif o.startswith("split="):
             kw["split_k"] = tuple(int(s) for s in o[len("split="):].split("x"))
     return kw

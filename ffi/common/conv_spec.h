@@ -30,9 +30,6 @@ namespace cusync_ffi {
 // taps (tile k 9 x 64).
 constexpr int kHaloConvKernel = 2;
 constexpr int kHaloTileK = 9 * 64;
-// A share's fp32 sums when the halo conv splits a conv along its channel
-// blocks: one 128 x 64 tile.
-constexpr long long kHaloShareFloats = 128 * 64;
 
 struct ConvPairSpec {
   int64_t images = 0, height = 0, width = 0;
@@ -203,8 +200,8 @@ inline cusync::SplitLayout conv_sync_layout(const ConvPairSpec& s) {
     l.counts2 = l.counts1 + out1;
     l.zeroed = l.counts2 + out2;
     l.partials1 = (l.zeroed + 3) / 4 * 4;
-    l.partials2 = l.partials1 + (s.splits1 > 1 ? s.splits1 * out1 * kHaloShareFloats : 0);
-    l.words = l.partials2 + (s.splits2 > 1 ? s.splits2 * out2 * kHaloShareFloats : 0);
+    l.partials2 = l.partials1 + (s.splits1 > 1 ? s.splits1 * out1 * cusync::kHaloShareFloats : 0);
+    l.words = l.partials2 + (s.splits2 > 1 ? s.splits2 * out2 * cusync::kHaloShareFloats : 0);
     return l;
   }
   return cusync::conv_split_layout(s.producer, s.consumer, static_cast<int>(s.producer_k_blocks()),

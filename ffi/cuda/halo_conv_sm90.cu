@@ -41,9 +41,11 @@ bool encode(CUtensorMap* map, bool bf16, const void* ptr, int rank, const cuuint
 }
 
 // Conv `ci` of the pair: its input's halo map (TMA fills the box's parts off
-// the image with zeros: the SAME padding), its filter's map and epilogue.
+// the image with zeros: the SAME padding), its filter's map, epilogue and split
+// (its counts and sums in the call's sync buffer, laid out by `layout`).
 template <class T>
-Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, int ci, HaloParams<T>* p) {
+Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, const cusync::SplitLayout& layout, int ci,
+               HaloParams<T>* p) {
   const auto& g = p->tiling;
   const int cin = static_cast<int>(ci == 0 ? s.in_channels : s.mid_channels);
   const int cout = static_cast<int>(ci == 0 ? s.mid_channels : s.out_channels);
@@ -70,7 +72,6 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, int ci, HaloParams<T
   cv.out_channels = cout;
   cv.activation = ci == 0 ? s.activation : cusync::Activation::kIdentity;
   cv.splits = ci == 0 ? s.splits1 : s.splits2;
-  const cusync::SplitLayout layout = cusync_ffi::conv_sync_layout(s);
   cv.counts = b.sync + (ci == 0 ? layout.counts1 : layout.counts2);
   cv.partials = reinterpret_cast<float*>(b.sync + (ci == 0 ? layout.partials1 : layout.partials2));
   return Error::Success();
@@ -111,8 +112,9 @@ template <class T, class Pair>
 Error run(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t stream, const DeviceInfo& device) {
   HaloParams<T> p{};
   p.tiling = s.halo_tiling();
-  if (auto e = set_conv<T>(s, b, 0, &p); e.failure()) return e;
-  if (auto e = set_conv<T>(s, b, 1, &p); e.failure()) return e;
+  const cusync::SplitLayout layout = cusync_ffi::conv_sync_layout(s);
+  if (auto e = set_conv<T>(s, b, layout, 0, &p); e.failure()) return e;
+  if (auto e = set_conv<T>(s, b, layout, 1, &p); e.failure()) return e;
   const int positions = p.tiling.tiles();
   p.tiles0 = positions * p.conv[0].nb * p.conv[0].splits;
   const int tiles1 = positions * p.conv[1].nb * p.conv[1].splits;

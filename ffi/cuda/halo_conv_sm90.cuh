@@ -68,8 +68,6 @@ constexpr int kHandoffTaps = 1;
 // and its first wgmma (10 % of conv 1's time at batch 32: bench/NOTES.md,
 // stop 28).
 constexpr int kRecordInts = 9;
-// A share's fp32 sums (split conv): the tile's 128 x 64 accumulators.
-constexpr int kShareFloats = kTileM * kC;
 static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
 
 // One convolution of the launch.
@@ -87,7 +85,7 @@ struct HaloConv {
   // repeats bit for bit) and runs the epilogue. 1: no split.
   int splits;
   int* counts;        // [output tiles] shares counted (zeroed per call)
-  float* partials;    // [output tiles][splits][kShareFloats]
+  float* partials;    // [output tiles][splits][cusync::kHaloShareFloats]
 };
 
 template <class T>
@@ -328,7 +326,7 @@ template <bool kTwoChains>
 __device__ __forceinline__ void sum_shares(const float* src, int shares, int ctid, float (&d0)[32],
                                            float (&d1)[32]) {
   const float4* in = reinterpret_cast<const float4*>(src);
-  for (int sh = 0; sh < shares; ++sh, in += kShareFloats / 4) {
+  for (int sh = 0; sh < shares; ++sh, in += cusync::kHaloShareFloats / 4) {
 #pragma unroll
     for (int j = 0; j < (kTwoChains ? 16 : 8); ++j) {
       const float4 v = __ldcg(in + j * 128 + ctid);
@@ -678,8 +676,8 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       // This share's sums to memory, then the count; the last share to count
       // takes every share's sums in share order and runs the epilogue.
       // (Cooperative: each consumer its half, both before the one count.)
-      const int ctid = tid % 128, half = kCoop ? c * kShareFloats / 2 : 0;
-      store_share<kBoth>(cv.partials + (size_t(out_tile) * cv.splits + local % cv.splits) * kShareFloats + half, ctid,
+      const int ctid = tid % 128, half = kCoop ? c * cusync::kHaloShareFloats / 2 : 0;
+      store_share<kBoth>(cv.partials + (size_t(out_tile) * cv.splits + local % cv.splits) * cusync::kHaloShareFloats + half, ctid,
                          d0, d1);
       __threadfence();
       const int group = kCoop ? 0 : c;  // the flag and barrier shared by the consumers of this tile
@@ -694,7 +692,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
       if (!last_share[group]) continue;
       __threadfence();  // the other shares' sums, counted before this one's
-      sum_shares<kBoth>(cv.partials + size_t(out_tile) * cv.splits * kShareFloats + half, cv.splits, ctid, d0, d1);
+      sum_shares<kBoth>(cv.partials + size_t(out_tile) * cv.splits * cusync::kHaloShareFloats + half, cv.splits, ctid, d0, d1);
     }
     load_bias<T, Pair>(cv, nb, bias);
 

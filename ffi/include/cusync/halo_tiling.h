@@ -25,6 +25,9 @@ namespace cusync {
 
 constexpr int kHaloTileM = 128;          // positions per tile
 constexpr int kHaloWideBW = kHaloTileM + 2;
+// A share's fp32 sums when the halo conv splits a conv along its input
+// channel blocks: one tile of 128 positions x 64 output channels.
+constexpr int kHaloShareFloats = kHaloTileM * 64;
 
 struct HaloTile {
   int image, h0, w0, a0;
