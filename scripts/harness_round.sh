@@ -38,9 +38,7 @@ done
 echo "== the halo conv"
 run halo.log $P/halo_conv_probe check
 run halo.log $P/halo_conv_probe time-all
-for b in 1 8 32; do
-  run halo.log $P/halo_pair_probe $b
-done
+for b in 1 8 32; do run halo.log $P/halo_pair_probe $b; done
 echo "== the MLP's GEMM$x"
 echo "-- gemm_vs_cutlass_phases$x" >> "$OUT/gemm_phases.log"
 for shape in "4096 6144 12288" "256 6144 12288" "256 12288 6144" "256 8192 2816"; do
