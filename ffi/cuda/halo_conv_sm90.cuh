@@ -642,11 +642,15 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         wgmma_commit();
       }
       const bool last = cb == ncb - 1;
-      if (p.stages > 1 && cb > 0) {
-        // The previous unit's stage, released once its 3 groups are done,
-        // with this unit's queued behind them: the tensor cores do not drain
-        // between a tile's channel blocks. (One stage cannot: this unit's
-        // stage is the previous one's, released before its load.)
+      // With 3 or more stages the previous unit's stage is released once its
+      // 3 groups are done, with this unit's queued behind them: the tensor
+      // cores do not drain between a tile's channel blocks. With 2 that would
+      // tie each release to the next unit's arrival (one load in flight at a
+      // time: 10-20 % slower where B streams, bench/NOTES.md stop 29), so each
+      // unit drains and releases its own stage. (With 1 the next unit's stage
+      // is this one's.)
+      const bool queue_units = p.stages > 2;
+      if (queue_units && cb > 0) {
         wgmma_wait<3>();
         if (lane == 0) mbar_arrive(empty + 8 * ((v - 1) % p.stages));
       }
@@ -659,7 +663,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
           mbar_arrive(turn + 8 * (c ^ 1));
         }
       }
-      if (last || p.stages == 1) {
+      if (last || !queue_units) {
         wgmma_wait<0>();
         if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
       }
