@@ -161,7 +161,8 @@ def main(argv=None):
         table["measured_timing"] = [r.get("timing", "loop") for r in results]
         table["residual"] = bool(result.get("residual"))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    path = args.out_dir / f"{tuning.device_slug(result['device'])}-{'conv' if is_conv else 'mlp'}.json"
+    kind = ("conv-residual" if table["residual"] else "conv") if is_conv else "mlp"
+    path = args.out_dir / f"{tuning.device_slug(result['device'])}-{kind}.json"
     path.write_text(json.dumps(table, indent=1) + "\n")
     wins = sum(e["impl"] != "xla" for e in table["entries"])
     print(f"wrote {path}: {len(table['entries'])} cases, {wins} run synced kernels, "

@@ -238,7 +238,7 @@ def synced_conv_pair(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", r
         plan = plan_conv_pair(n, h, w, c0, c1, c2, filter1=shape_of(k1)[:2], filter2=filter2,
                               activation=activation, device=default_device(), tile=tile,
                               policy=policy, mode=mode, optimizations=optimizations, cpu=cpu,
-                              dtype=dtype).plan
+                              dtype=dtype, residual=residual is not None).plan
     elif not isinstance(plan, ConvPairPlan):
         raise TypeError(f"plan: expected a ConvPairPlan, got {type(plan).__name__}")
     if plan.fallback:

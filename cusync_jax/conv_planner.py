@@ -176,7 +176,7 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
                    activation: str = "relu", device="h200", tile=None, policy="auto",
                    mode="auto", optimizations: Optional[Optimizations] = None,
                    cpu: Optional[CpuOptions] = None, split_k=(1, 1),
-                   allow_fallback: bool = True, dtype=None) -> ConvPairPlanReport:
+                   allow_fallback: bool = True, dtype=None, residual: bool = False) -> ConvPairPlanReport:
     """Plans y = conv(act(conv(x, k1)), k2) with x [images, height, width,
     in_channels], k1 [R1, S1, in_channels, mid_channels], k2 [R2, S2,
     mid_channels, out_channels] (out_channels defaults to mid_channels).
@@ -187,7 +187,8 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     With policy, mode and tile all automatic on a GPU, the plan is the tuned
     table's where it measured this pair (``report.source == "measured"``,
     cusync_jax/tuning.py; dtype, a float dtype or its name, picks the table's
-    rows of that dtype, None any): a synced variant, or XLA's own
+    rows of that dtype, None any; residual, a pair that adds a residual as
+    ResNet's blocks do, picks the table measured with it): a synced variant, or XLA's own
     convolutions (``report.fallback``) where none was faster. Elsewhere it
     falls back where the wave model, at the kernel's measured rate against
     cuDNN, says XLA is faster. Pass ``allow_fallback=False`` (or any explicit
@@ -250,7 +251,7 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
                                  mid_channels, out_channels, filter1=1, filter2=f2, activation=activation,
                                  device=device, tile=tile, policy=policy, mode=mode,
                                  optimizations=optimizations, cpu=cpu, split_k=split_k,
-                                 allow_fallback=allow_fallback, dtype=dtype)
+                                 allow_fallback=allow_fallback, dtype=dtype, residual=residual)
             return dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, unfold1=True))
         if config is not None and config.kernel == 1:
             _check_sm90_conv(model, tiles, (in_channels, mid_channels, out_channels), f1, f2, split_k, run_mode)
@@ -307,7 +308,7 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
         return fallback(rep, "model")  # the GPU kernels take float16 and bfloat16
     if allow_fallback and not on_cpu:
         choice = tuning.lookup_conv(model.name, images, height, width, (in_channels, mid_channels, out_channels),
-                                    (f1, f2), activation, _dtype_name(dtype))
+                                    (f1, f2), activation, _dtype_name(dtype), residual)
         if choice is not None and choice.fallback:
             return fallback(rep, "measured")
         if choice is not None:

@@ -1,8 +1,10 @@
 """What ``policy="auto"`` learned from measurement: per device, per MLP (and
 conv pair) shape and dtype, the fastest way to run it, including XLA's own ops.
 
-The tables live in ``cusync_jax/tuned/<device>-mlp.json`` and
-``<device>-conv.json``; ``bench/tune.py`` writes them from a ``bench/mlp.py`` or
+The tables live in ``cusync_jax/tuned/<device>-mlp.json``,
+``<device>-conv.json`` (conv pairs) and ``<device>-conv-residual.json`` (conv
+pairs with a residual add, ResNet's blocks: the add is another epilogue and
+moves the winner); ``bench/tune.py`` writes them from a ``bench/mlp.py`` or
 ``bench/conv.py`` run on that device (every variant and XLA timed in the same
 rounds). An entry names the winner: a policy, mode and tile of this library's
 kernels, or ``"xla"`` where no synced variant was faster than XLA, in which
@@ -125,12 +127,14 @@ class ConvTunedChoice:
 
 
 def lookup_conv(device_name: str, images: int, height: int, width: int, channels: tuple, filters: tuple,
-                activation: str, dtype: Optional[str] = None) -> Optional[ConvTunedChoice]:
+                activation: str, dtype: Optional[str] = None,
+                residual: bool = False) -> Optional[ConvTunedChoice]:
     """The measured choice for this conv pair (channels (C0, C1, C2), filters
     ((R1, S1), (R2, S2))) at the nearest measured batch (within TOKEN_REACH),
-    or None. dtype None matches any dtype."""
+    or None. dtype None matches any dtype. residual: the pair adds a residual
+    (the table of ResNet blocks, measured with it)."""
     shape = (height, width, tuple(channels), tuple(map(tuple, filters)), activation)
-    e = _nearest((e for e in _table(device_slug(device_name), "conv")
+    e = _nearest((e for e in _table(device_slug(device_name), "conv-residual" if residual else "conv")
                   if (e["height"], e["width"], tuple(e["channels"]), tuple(map(tuple, e["filters"])),
                       e["activation"]) == shape and dtype in (None, e["dtype"])), images, "batch")
     if e is None:

@@ -228,11 +228,11 @@ def test_hopper_conv_split_k_matches_xla_and_repeats_exactly(n, size, c0, c1, c2
 @pytest.mark.parametrize("n,size,c", [(1, 56, 64), (8, 56, 64), (32, 56, 64), (1, 28, 128), (1, 14, 256),
                                       (1, 7, 512)])
 def test_auto_runs_what_the_tuned_table_measured(n, size, c):
-    # Where cusync_jax/tuned/h200-conv.json names one of our kernels for a
-    # pair on this GPU (the halo conv, kernel 2, for ResNet's 56x56x64 pair at
-    # batches 8, 16 and 32), auto plans and runs it.
+    # Where cusync_jax/tuned/h200-conv-residual.json names one of our kernels
+    # for a ResNet block on this GPU (the halo conv, kernel 2, e.g. 7x7x512 at
+    # batch 1 split along its channel blocks), auto plans and runs it.
     device = cs.planner.device_model(jax.devices()[0])
-    rep = cs.plan_conv_pair(n, size, size, c, c, device=device, dtype=jnp.float16)
+    rep = cs.plan_conv_pair(n, size, size, c, c, device=device, dtype=jnp.float16, residual=True)
     if rep.source != "measured" or rep.fallback:
         pytest.skip(f"no measured synced winner for this pair on {device.name}")
     assert rep.plan.kernel in (1, 2)

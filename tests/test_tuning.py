@@ -1,6 +1,7 @@
 """policy="auto" on a GPU: the measured table, and the fallback to XLA's ops."""
 import dataclasses
 import json
+import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -130,6 +131,8 @@ def conv_table(tmp_path, monkeypatch):
                entry(8, 56, 64, "xla"),
                entry(32, 56, 64, "RowSync-fused@split", "RowSync", "fused", None, (2, 1))]
     (tmp_path / "t100-conv.json").write_text(json.dumps({"entries": entries}))
+    # With a residual add (ResNet's blocks) the 56x56x64 pair at batch 1 measured a loss.
+    (tmp_path / "t100-conv-residual.json").write_text(json.dumps({"entries": [entry(1, 56, 64, "xla")]}))
     monkeypatch.setattr(tuning, "TABLE_DIR", tmp_path)
     tuning._table.cache_clear()
     yield cs.DeviceModel("NVIDIA T100", 132, arch=90)
@@ -151,6 +154,10 @@ def test_conv_measured_winners_are_planned(conv_table):
     # dtypes, filters or explicit choices are not the table's.
     rep = cs.plan_conv_pair(8, 56, 56, 64, 64, device=conv_table)
     assert rep.fallback and rep.source == "measured"
+    # A pair with a residual add reads its own table: a loss there, none measured at 28x28.
+    rep = cs.plan_conv_pair(1, 56, 56, 64, 64, device=conv_table, residual=True)
+    assert rep.fallback and rep.source == "measured"
+    assert cs.plan_conv_pair(1, 28, 28, 128, 128, device=conv_table, residual=True).source == "model"
     assert cs.plan_conv_pair(2, 56, 56, 64, 64, device=conv_table).source == "model"
     assert cs.plan_conv_pair(1, 56, 56, 64, 64, device=conv_table, dtype="bfloat16").source == "model"
     assert cs.plan_conv_pair(1, 56, 56, 64, 64, filter2=1, device=conv_table).source == "model"
@@ -160,13 +167,15 @@ def test_conv_measured_winners_are_planned(conv_table):
     assert rep.fallback and rep.source == "model"
 
 
-def test_committed_h200_conv_table_plans_what_it_measured():
-    entries = tuning._table("h200", "conv")
-    assert entries, "cusync_jax/tuned/h200-conv.json is missing"
+@pytest.mark.parametrize("residual", [False, True])
+def test_committed_h200_conv_table_plans_what_it_measured(residual):
+    name = "conv-residual" if residual else "conv"
+    entries = tuning._table("h200", name)
+    assert entries, f"cusync_jax/tuned/h200-{name}.json is missing"
     for e in entries:
         c0, c1, c2 = e["channels"]
         rep = cs.plan_conv_pair(e["batch"], e["height"], e["width"], c0, c1, c2, device="h200",
-                                dtype=e["dtype"])
+                                dtype=e["dtype"], residual=residual)
         assert rep.source == "measured" and rep.fallback == (e["impl"] == "xla"), e["layer"]
         if not rep.fallback:
             assert e["speedup_over_xla"] >= 1.0
@@ -328,6 +337,18 @@ def test_bench_tune_merges_conv_runs_at_each_side_best(tmp_path):
         "sm90-serial@n64,split=12x12", [[128, 64, 64], [128, 64, 64]], [12, 12])
     for layer in ("vgg19-14x14x512", "vgg19-28x28x512"):
         assert (by_layer[layer]["impl"], by_layer[layer]["speedup_over_xla"]) == ("xla", None)
+    # Results with the residual add (bench/conv.py --residual) make their own
+    # table, and do not mix with plain ones.
+    e = run("e", [("resnet-56x56x64", 4, "xla", 1.0), ("resnet-56x56x64", 4, "halo-serial", 0.9)])
+    residual = json.loads(pathlib.Path(e).read_text())
+    residual["residual"] = True
+    pathlib.Path(e).write_text(json.dumps(residual))
+    tune.main([e, "--out-dir", str(tmp_path / "tuned")])
+    table = json.loads((tmp_path / "tuned" / "t100-conv-residual.json").read_text())
+    assert table["residual"] and [x["impl"] for x in table["entries"]] == ["halo-serial"]
+    assert json.loads((tmp_path / "tuned" / "t100-conv.json").read_text())["measured_commit"] == ["a", "b", "c", "d"]
+    with pytest.raises(SystemExit):
+        tune.main([a, e, "--out-dir", str(tmp_path / "tuned")])
     # MLP results do not merge: one at a time.
     mlp = tmp_path / "t100-mlp.json"
     mlp.write_text(json.dumps({"device": "NVIDIA T100", "commit": "c", "dirty": False, "date": "d",
