@@ -17,6 +17,7 @@ its host's gaps between cuDNN calls (1.7-2.8x its busy time for ResNet's pairs a
     python bench/conv.py                      # everything, float16
     python bench/conv.py --layers resnet-56x56x64 --batches 1 8 --reps 20
     python bench/conv.py --residual --only sm90-serial   # ResNet blocks, xla and the Hopper serial rows
+    python bench/conv.py --residual --out-activation relu --only halo-serial   # ResNet blocks with their last ReLU
 
 Writes bench/results/<device>-conv.json and a plot beside it.
 """
@@ -184,12 +185,14 @@ def distinct(impls: dict, batch: int, size: int, c0: int, c1: int, c2: int) -> d
     return out
 
 
-def implementations(split_k: bool = False, hopper: bool = False, extra=()):
-    """impl name (impl_names, then the extra rows) -> fn(x, k1, k2, b1, b2) -> y."""
+def implementations(split_k: bool = False, hopper: bool = False, extra=(), out_activation="identity"):
+    """impl name (impl_names, then the extra rows) -> fn(x, k1, k2, b1, b2) -> y;
+    out_activation applied last in every row."""
     def make(name):
         def fn(x, k1, k2, b1, b2, residual=None):
             if name == "xla":
-                return cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2, residual=residual, precision=None)
+                return cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2, residual=residual,
+                                              out_activation=out_activation, precision=None)
             n, h, w, c0 = x.shape
             c1, c2 = k1.shape[3], k2.shape[3]
             kw = plan_kwargs(name, n, h, c0, c1, c2, (k1.shape[:2], k2.shape[:2]))
@@ -197,7 +200,8 @@ def implementations(split_k: bool = False, hopper: bool = False, extra=()):
                 # The H200's kernels by name (the plain rows plan for the device they run on).
                 kw = dict(plan=cs.plan_conv_pair(n, h, w, c0, c1, c2, filter1=k1.shape[:2],
                                                  filter2=k2.shape[:2], device="h200", **kw).plan)
-            return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, residual=residual, **kw)
+            return cs.synced_conv_pair(x, k1, k2, b1=b1, b2=b2, residual=residual,
+                                       out_activation=out_activation, **kw)
         return fn
     return {name: make(name) for name in [*impl_names(split_k, hopper), *extra]}
 
@@ -294,6 +298,8 @@ def main():
                          "(default: where the GPU is compute capability 9.0)")
     ap.add_argument("--residual", action="store_true",
                     help="add a residual to y (the ResNet basic block's shortcut) in every row")
+    ap.add_argument("--out-activation", default="identity", choices=("identity", "relu"),
+                    help="applied to y last in every row (ResNet's block: --residual --out-activation relu)")
     ap.add_argument("--only", nargs="+", default=None, metavar="PREFIX",
                     help="time only the rows whose names start with one of these (xla is always timed)")
     timing.add_timing_option(ap)
@@ -317,7 +323,7 @@ def main():
     hopper = args.hopper
     if hopper is None:
         hopper = device.platform == "gpu" and str(getattr(device, "compute_capability", "")).startswith("9")
-    all_impls = implementations(args.split_k, hopper, args.extra)
+    all_impls = implementations(args.split_k, hopper, args.extra, args.out_activation)
     args.timing, measure = timing.timing_of(args, device)
     rounds = args.rounds or (DEVICE_ROUNDS if args.timing == "device" else LOOP_ROUNDS)
     if args.only:
@@ -337,7 +343,8 @@ def main():
                                          DEVICE_TARGET_MS if args.timing == "device" else timing.TARGET_MS)
             ms = timing.alternate({name: (looped(fn, reps), ops, reps) for name, fn in impls.items()},
                                   rounds, measure=measure)
-            fallback = cs.plan_conv_pair(batch, size, size, c0, c1, c2, device=planner_device, dtype=dtype).fallback
+            fallback = cs.plan_conv_pair(batch, size, size, c0, c1, c2, device=planner_device, dtype=dtype,
+                                         residual=args.residual).fallback
             rows.extend({"layer": layer, "dtype": dtype.name, "batch": batch, "impl": name,
                          "ms": round(t, 5), **({"fallback": fallback} if name == "auto" else {})}
                         for name, t in ms.items())
@@ -348,7 +355,8 @@ def main():
             # After every case: a run cut short keeps what it measured.
             out.write_text(json.dumps({
                 "commit": commit, "dirty": dirty, "device": device.device_kind,
-                "jax": jax.__version__, "residual": args.residual, "timing": args.timing,
+                "jax": jax.__version__, "residual": args.residual, "out_activation": args.out_activation,
+                "timing": args.timing,
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "rows": rows}, indent=1) + "\n")
     plot(rows, out.with_suffix(".png"))

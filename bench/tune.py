@@ -151,6 +151,8 @@ def main(argv=None):
     # the residual add times another epilogue.
     if is_conv and len({bool(r.get("residual")) for r in results}) > 1:
         ap.error("result: mixes conv results with and without --residual")
+    if is_conv and len({r.get("out_activation", "identity") for r in results}) > 1:
+        ap.error("result: mixes conv results of different --out-activation")
     if len({r["device"] for r in results}) > 1:
         ap.error("result: the results come from different devices")
     commits = [r["commit"] for r in results]
@@ -160,6 +162,7 @@ def main(argv=None):
     if is_conv:
         table["measured_timing"] = [r.get("timing", "loop") for r in results]
         table["residual"] = bool(result.get("residual"))
+        table["out_activation"] = result.get("out_activation", "identity")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     kind = ("conv-residual" if table["residual"] else "conv") if is_conv else "mlp"
     path = args.out_dir / f"{tuning.device_slug(result['device'])}-{kind}.json"

@@ -2,6 +2,8 @@
 pair), so they read and fail alike."""
 from __future__ import annotations
 
+from typing import Optional
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,11 +31,12 @@ def check_float_dtypes(first, *others):
     return dtype
 
 
-def ffi_lowering(target: str, ctx, args, plan, activation_code: int, operand_output_aliases=None):
-    """Lowers a synced op to its FFI custom call, the plan as integer attributes
-    (names as in ffi/common/*_spec.h); operand_output_aliases: {operand: result}
-    buffers the call may share."""
-    attrs = {k: np.int64(v) for k, v in plan.attributes(activation_code).items()}
+def ffi_lowering(target: str, ctx, args, plan, activation_code: int, operand_output_aliases=None,
+                 extra_attrs: Optional[dict] = None):
+    """Lowers a synced op to its FFI custom call, the plan (and extra_attrs) as
+    integer attributes (names as in ffi/common/*_spec.h); operand_output_aliases:
+    {operand: result} buffers the call may share."""
+    attrs = {k: np.int64(v) for k, v in {**plan.attributes(activation_code), **(extra_attrs or {})}.items()}
     return jax.ffi.ffi_lowering(target, operand_output_aliases=operand_output_aliases)(ctx, *args, **attrs)
 
 

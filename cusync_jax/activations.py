@@ -15,9 +15,9 @@ ACTIVATIONS = {
 }
 
 
-def check_activation(activation) -> str:
+def check_activation(activation, name: str = "activation") -> str:
     if not isinstance(activation, str) or activation not in ACTIVATIONS:
-        raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        raise ValueError(f"{name}: expected one of {sorted(ACTIVATIONS)}, got {activation!r}")
     return activation
 
 

@@ -3,7 +3,7 @@ BatchNorm folded into the biases) as one JAX primitive whose producer (first
 conv) and consumer (second conv) tiles synchronize through cuSync semaphores
 instead of a kernel boundary:
 
-    y = conv(act(conv(x, k1) + b1), k2) + b2 (+ residual)
+    y = out_act(conv(act(conv(x, k1) + b1), k2) + b2 (+ residual))
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def _validate(x, k1, k2, b1, b2, residual, activation):
 
 
 # ------------------------------------------------------------- the primitive
-def _abstract_eval(x, k1, b1, k2, b2, residual, *, plan: ConvPairPlan, activation: str):
+def _abstract_eval(x, k1, b1, k2, b2, residual, *, plan: ConvPairPlan, activation: str, out_activation: str):
     n, h, w, c0 = x.shape
     c1, c2 = k1.shape[3], k2.shape[3]
     words = conv_sync_words(n, h, w, (c0, c1, c2), (k1.shape[:2], k2.shape[:2]), plan)
@@ -93,24 +93,25 @@ def _abstract_eval(x, k1, b1, k2, b2, residual, *, plan: ConvPairPlan, activatio
 synced_conv_pair_p.def_abstract_eval(_abstract_eval)
 
 
-def _lowering(ctx, *args, plan: ConvPairPlan, activation: str):
-    return ffi_lowering("cusync_synced_conv_pair", ctx, args, plan, ACTIVATIONS[activation][0])
+def _lowering(ctx, *args, plan: ConvPairPlan, activation: str, out_activation: str):
+    return ffi_lowering("cusync_synced_conv_pair", ctx, args, plan, ACTIVATIONS[activation][0],
+                        extra_attrs={"out_activation": ACTIVATIONS[out_activation][0]})
 
 
-def _cuda_lowering(ctx, *args, plan: ConvPairPlan, activation: str):
+def _cuda_lowering(ctx, *args, plan: ConvPairPlan, activation: str, out_activation: str):
     _backend.ensure_cuda_registered()
     cuda_dtype_check(ctx, "the CUDA conv pair runs")
     for t in (plan.tile1, plan.tile2):
         kernels.cuda_config_for(t, kernels.CONV_CUDA_CONFIGS + kernels.CONV_SM90_CONFIGS
                                 + kernels.CONV_HALO_CONFIGS)
-    return _lowering(ctx, *args, plan=plan, activation=activation)
+    return _lowering(ctx, *args, plan=plan, activation=activation, out_activation=out_activation)
 
 
 mlir.register_lowering(synced_conv_pair_p, _lowering, platform="cpu")
 mlir.register_lowering(synced_conv_pair_p, _cuda_lowering, platform="cuda")
 
 
-def _batch(args, dims, *, plan, activation):
+def _batch(args, dims, *, plan, activation, out_activation):
     x, k1, b1, k2, b2, residual = args
     dx, dk1, db1, dk2, db2, dres = dims
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
@@ -118,7 +119,8 @@ def _batch(args, dims, *, plan, activation):
     def leading(a, d):
         return jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size,) + a.shape)
 
-    bind = functools.partial(synced_conv_pair_p.bind, plan=plan, activation=activation)
+    bind = functools.partial(synced_conv_pair_p.bind, plan=plan, activation=activation,
+                             out_activation=out_activation)
     if all(d is None for d in (dk1, db1, dk2, db2)):
         # Shared filters: the batch folds into the images, one call.
         # (Explicit sizes: a batch of 0 leaves -1 undetermined.)
@@ -139,9 +141,9 @@ def _batch(args, dims, *, plan, activation):
 batching.primitive_batchers[synced_conv_pair_p] = _batch
 
 
-def _impl(*args, plan, activation):
-    return jax.jit(functools.partial(synced_conv_pair_p.bind, plan=plan,
-                                     activation=activation))(*args)
+def _impl(*args, plan, activation, out_activation):
+    return jax.jit(functools.partial(synced_conv_pair_p.bind, plan=plan, activation=activation,
+                                     out_activation=out_activation))(*args)
 
 
 synced_conv_pair_p.def_impl(_impl)
@@ -156,39 +158,52 @@ def _conv(a, k):
 # a JVP rule, the tangent of the same function in jnp, so that
 # differentiating a gradient (grad of grad, a Hessian) differentiates the
 # forward pass inside it too.
-def _jvp(primals, tangents, *, plan, activation):
-    outs = synced_conv_pair_p.bind(*primals, plan=plan, activation=activation)
+def _jvp(primals, tangents, *, plan, activation, out_activation):
+    outs = synced_conv_pair_p.bind(*primals, plan=plan, activation=activation, out_activation=out_activation)
     dtype = primals[0].dtype
     # (an empty residual, shape (0,), is no residual)
     dy, dh = jvp_of(lambda x, k1, b1, k2, b2, r: _reference_with_hidden(
-        x, k1, k2, b1, b2, r if r.size else None, activation, jnp.float32), primals, tangents)
+        x, k1, k2, b1, b2, r if r.size else None, activation, jnp.float32, out_activation), primals, tangents)
     return outs, (dy.astype(dtype), dh.astype(dtype), no_tangent(outs[2]))
 
 
 jax.interpreters.ad.primitive_jvps[synced_conv_pair_p] = _jvp
 
 
+def fuses_out_activation(plan: ConvPairPlan, out_activation: str) -> bool:
+    """Whether the plan's kernel applies out_activation in its epilogue, after
+    the residual: the halo conv (kernel family 2) applies ReLU, ResNet's
+    block's last op (one pass over y less). Elsewhere the op applies it after
+    the call."""
+    return out_activation == "identity" or (plan.kernel == 2 and out_activation == "relu")
+
+
 # residual is [N, H, W, C2], or empty (shape (0,)) when there is none.
-@functools.partial(jax.custom_vjp, nondiff_argnums=(6, 7))
-def _conv_pair(x, k1, b1, k2, b2, residual, plan, activation):
+# out_activation: "identity", or one the plan's kernel applies (fuses_out_activation).
+@functools.partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8))
+def _conv_pair(x, k1, b1, k2, b2, residual, plan, activation, out_activation):
     return synced_conv_pair_p.bind(x, k1, b1, k2, b2, residual, plan=plan,
-                                   activation=activation)[0]
+                                   activation=activation, out_activation=out_activation)[0]
 
 
-def _conv_pair_fwd(x, k1, b1, k2, b2, residual, plan, activation):
+def _conv_pair_fwd(x, k1, b1, k2, b2, residual, plan, activation, out_activation):
     y, h, _ = synced_conv_pair_p.bind(x, k1, b1, k2, b2, residual, plan=plan,
-                                      activation=activation)
+                                      activation=activation, out_activation=out_activation)
     # An empty residual stays in the residuals (it costs nothing) so the
-    # backward knows its cotangent's shape.
-    return y, (x, k1, b1, k2, h, residual if residual.size == 0 else None)
+    # backward knows its cotangent's shape. A ReLU's derivative is y > 0.
+    return y, (x, k1, b1, k2, h, residual if residual.size == 0 else None,
+               y if out_activation == "relu" else None)
 
 
-def _conv_pair_bwd(plan, activation, res, dy):
+def _conv_pair_bwd(plan, activation, out_activation, res, dy):
     # The forward's h (after the activation) feeds dk2; the activation's
     # derivative needs the pre-activation, recomputed with one convolution.
-    x, k1, b1, k2, h, empty_residual = res
+    x, k1, b1, k2, h, empty_residual, y = res
     f32 = jnp.float32
     dy32 = dy.astype(f32)
+    if out_activation == "relu":
+        dy32 = jnp.where(y > 0, dy32, 0.0)
+        dy = dy32.astype(dy.dtype)
     z, conv1_vjp = jax.vjp(_conv, x.astype(f32), k1.astype(f32))
     z = z + b1.astype(f32)
     a, act_vjp = jax.vjp(lambda z_: apply_activation(activation, z_), z)
@@ -198,7 +213,7 @@ def _conv_pair_bwd(plan, activation, res, dy):
     da, dk2 = conv2_vjp(dy32)
     (dz,) = act_vjp(da)
     dx, dk1 = conv1_vjp(dz)
-    dres = jnp.zeros_like(empty_residual) if empty_residual is not None else dy
+    dres = jnp.zeros_like(empty_residual) if empty_residual is not None else dy.astype(x.dtype)
     return (dx.astype(x.dtype), dk1.astype(k1.dtype), dz.sum((0, 1, 2)).astype(b1.dtype),
             dk2.astype(k2.dtype), dy32.sum((0, 1, 2)).astype(k2.dtype), dres)
 
@@ -208,11 +223,11 @@ _conv_pair.defvjp(_conv_pair_fwd, _conv_pair_bwd)
 
 # -------------------------------------------------------------- public API
 def synced_conv_pair(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", residual=None,
-                     policy="auto", tile=None, mode: str = "auto",
+                     out_activation: str = "identity", policy="auto", tile=None, mode: str = "auto",
                      optimizations: Optional[Optimizations] = None,
                      cpu: Optional[CpuOptions] = None, plan: Optional[ConvPairPlan] = None):
-    """``conv(act(conv(x, k1) + b1), k2) + b2 (+ residual)`` with the two
-    convolutions synchronized tile by tile.
+    """``out_act(conv(act(conv(x, k1) + b1), k2) + b2 (+ residual))`` with the
+    two convolutions synchronized tile by tile.
 
     x: [N, H, W, C0] (NHWC); k1: [R1, S1, C0, C1] and k2: [R2, S2, C1, C2]
     (HWIO, 1x1 or 3x3 taps); stride 1, SAME padding. b1 [C1], b2 [C2]:
@@ -221,6 +236,8 @@ def synced_conv_pair(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", r
     bfloat16.
 
     activation: "relu", "gelu" (exact), "gelu_tanh", "silu", "identity".
+    out_activation: the same choices, applied last (ResNet's block: "relu"
+    after the residual); the halo conv applies ReLU in its epilogue.
     policy: "auto", Conv2DTileSync(R2, S2), TileSync(), RowSync() or their names.
     tile: (m, n[, k]) for both implicit GEMMs (m: output pixels, n: output
     channels, k: channels of one filter tap), or a pair; None lets the planner choose.
@@ -229,6 +246,7 @@ def synced_conv_pair(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", r
     plan: a complete ConvPairPlan (plan_conv_pair(...).plan), overriding the above.
     """
     activation, dtype = _validate(x, k1, k2, b1, b2, residual, activation)
+    out_activation = check_conv_activation(out_activation, "out_activation")
     check_mode(mode)
     filter2 = shape_of(k2)[:2]
     resolve_conv_policy(policy, filter2)
@@ -244,26 +262,30 @@ def synced_conv_pair(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", r
     if plan.fallback:
         # XLA's own convolutions are faster for this shape on this device.
         return conv_pair_reference(x, k1, k2, b1=b1, b2=b2, activation=activation,
-                                   residual=residual, precision=None)
+                                   residual=residual, out_activation=out_activation, precision=None)
     if plan.unfold1:
         # (differentiated through the gather: its VJP scatters dx back)
         x, k1 = unfold_first_conv(x, k1)
     b1 = jnp.zeros((c1,), dtype) if b1 is None else b1
     b2 = jnp.zeros((c2,), dtype) if b2 is None else b2
     residual = jnp.zeros((0,), dtype) if residual is None else residual
-    return _conv_pair(*vary_together(x, k1, b1, k2, b2, residual), plan, activation)
+    fused = fuses_out_activation(plan, out_activation)
+    y = _conv_pair(*vary_together(x, k1, b1, k2, b2, residual), plan, activation,
+                   out_activation if fused else "identity")
+    return y if fused else apply_activation(out_activation, y)
 
 
 def conv_pair_reference(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", residual=None,
-                        precision=jnp.float32):
+                        out_activation: str = "identity", precision=jnp.float32):
     """The same function with lax.conv_general_dilated, computed in
     ``precision`` (the tests' reference; the benchmark's XLA row with
     precision=None)."""
     activation = check_conv_activation(activation)
-    return _reference_with_hidden(x, k1, k2, b1, b2, residual, activation, precision)[0]
+    out_activation = check_conv_activation(out_activation, "out_activation")
+    return _reference_with_hidden(x, k1, k2, b1, b2, residual, activation, precision, out_activation)[0]
 
 
-def _reference_with_hidden(x, k1, k2, b1, b2, residual, activation, precision):
+def _reference_with_hidden(x, k1, k2, b1, b2, residual, activation, precision, out_activation="identity"):
     """(y, act(conv(x, k1) + b1)) with lax convolutions: conv_pair_reference,
     and the tangents of the op's JVP rule."""
     cast = (lambda a: a.astype(precision)) if precision is not None else (lambda a: a)
@@ -276,4 +298,4 @@ def _reference_with_hidden(x, k1, k2, b1, b2, residual, activation, precision):
         y = y + cast(b2)
     if residual is not None:
         y = y + cast(residual)
-    return y, a
+    return apply_activation(out_activation, y), a

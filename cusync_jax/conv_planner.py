@@ -64,10 +64,10 @@ def conv_sync_words(images: int, height: int, width: int, channels: tuple, filte
                                        [t2.m, t2.n, t2.k], plan.split_k[0], plan.split_k[1], plan.kernel)
 
 
-def check_conv_activation(activation) -> str:
-    activation = check_activation(activation)
+def check_conv_activation(activation, name: str = "activation") -> str:
+    activation = check_activation(activation, name)
     if activation == "swiglu":
-        raise ValueError("activation: 'swiglu' needs [gate | up] halves of a GEMM's columns; the "
+        raise ValueError(f"{name}: 'swiglu' needs [gate | up] halves of a GEMM's columns; the "
                          "conv pair takes 'relu', 'gelu', 'gelu_tanh', 'silu' or 'identity'")
     return activation
 

@@ -8,7 +8,7 @@ only: BatchNorm is folded into each conv's bias, so a block is
 
     x -> relu(conv2(relu(conv1(x) + b1)) + b2 + x)
 
-In the synced network each block's two convs are one
+In the synced network each block's two convs and its last ReLU are one
 ``cusync_jax.flax.SyncedConvPair`` (residual included); in the plain network
 they are two ``nn.Conv`` with the same names (``Conv_0``, ``Conv_1``), so both
 run on the same parameters.
@@ -75,10 +75,12 @@ class ResNet38(nn.Module):
                                     name=f"down{stage}")(x))
             for block in range(blocks):
                 name = f"stage{stage}_block{block}"
-                pair = (csflax.SyncedConvPair(channels, activation="relu", dtype=self.dtype,
-                                              name=name)
-                        if self.synced else PlainConvPair(channels, dtype=self.dtype, name=name))
-                x = nn.relu(pair(x, residual=x))
+                if self.synced:
+                    # The block's last ReLU in the pair: the halo conv applies it in its epilogue.
+                    x = csflax.SyncedConvPair(channels, activation="relu", out_activation="relu",
+                                              dtype=self.dtype, name=name)(x, residual=x)
+                else:
+                    x = nn.relu(PlainConvPair(channels, dtype=self.dtype, name=name)(x, residual=x))
         return nn.Dense(s.classes, dtype=self.dtype, name="head")(jnp.mean(x, axis=(1, 2)))
 
 

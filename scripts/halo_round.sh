@@ -5,7 +5,8 @@
 # fused) beside XLA, one layer at a time under its own timeout (a layer that
 # hangs costs its timeout, not the round), and merges the layers' results.
 # Everything lands in OUTDIR (a cut-off call still returns what it wrote).
-#   [LAYERS="..."] [BATCHES="1 4 8 16 32"] [LAYER_TIMEOUT=90] scripts/halo_round.sh OUTDIR COMMIT
+#   [LAYERS="..."] [BATCHES="1 4 8 16 32"] [LAYER_TIMEOUT=90] [CONV_ARGS="--residual --out-activation relu"] \
+#     scripts/halo_round.sh OUTDIR COMMIT
 set -uo pipefail
 OUT=${1:?usage: scripts/halo_round.sh OUTDIR COMMIT}; C=${2:?commit}
 mkdir -p "$OUT"
@@ -29,7 +30,7 @@ for layer in $LAYERS; do
   start=$(date +%s)
   # shellcheck disable=SC2086
   (cd /tmp && timeout -k 5 "${LAYER_TIMEOUT:-90}" python3 "$R/bench/conv.py" --layers "$layer" \
-    --batches ${BATCHES:-1 4 8 16 32} --only halo-serial halo-Conv2DTileSync-fused \
+    --batches ${BATCHES:-1 4 8 16 32} --only halo-serial halo-Conv2DTileSync-fused ${CONV_ARGS:-} \
     --commit "$C" --dirty 0 --out "$OUT/halo-$layer.json" > "$OUT/halo-$layer.log" 2>&1)
   log "$layer: rc $? in $(( $(date +%s) - start )) s"
   [[ -s $OUT/halo-$layer.json ]] && parts+=("$OUT/halo-$layer.json")

@@ -86,7 +86,7 @@ def test_intermediate_is_the_activated_first_conv():
     x, k1, k2, b1, b2, _ = conv_inputs(5, 2, 7, 7, 8, 16, 8, jnp.float32)
     plan = cs.plan_conv_pair(2, 7, 7, 8, 16, 8, device="cpu", tile=(16, 16, 16)).plan
     _, h, sync = cs.synced_conv_pair_p.bind(x, k1, b1, k2, b2, jnp.zeros((0,)), plan=plan,
-                                            activation="relu")
+                                            activation="relu", out_activation="identity")
     want = jax.nn.relu(jax.lax.conv_general_dilated(x, k1, (1, 1), "SAME",
                                                     dimension_numbers=("NHWC", "HWIO", "NHWC")) + b1)
     assert rel_err(h, want) < 1e-5
@@ -346,7 +346,7 @@ def test_handler_rechecks_shapes_when_python_is_bypassed():
     with pytest.raises(Exception, match=r"1x1 or 3x3 HWIO filters that chain.*k2 \[3, 3, 12, 4\]"):
         jax.block_until_ready(cs.synced_conv_pair_p.bind(
             _x, _k1, jnp.ones((16,)), bad_k2, jnp.ones((4,)), jnp.zeros((0,)), plan=plan,
-            activation="relu"))
+            activation="relu", out_activation="identity"))
 
 
 # ------------------------------------------------------------------- stress
@@ -417,6 +417,39 @@ def test_halo_conv_refuses_what_it_cannot_run():
         cs.plan_conv_pair(1, 7, 7, 256, 256, device="h200", tile=(128, 64, 576), split_k=(2, 3))
     with pytest.raises(ValueError, match="'relu' or 'identity'"):
         cs.plan_conv_pair(1, 14, 14, 64, 64, device="h200", tile=(128, 64, 576), activation="gelu")
+
+
+@pytest.mark.parametrize("halo", [True, False], ids=["halo-plan-fused", "cpu-plan-after"])
+def test_out_activation_comes_after_the_residual_values_and_gradients(halo):
+    # ResNet's block: relu(conv2(...) + b2 + x). A halo conv plan (kernel
+    # family 2) applies the ReLU in its epilogue (here the CPU executor runs
+    # the plan's math, the ReLU included); other plans apply it after the call.
+    ops = conv_inputs(31, 1, 14, 14, 64, 64, 64, jnp.float32, residual=True)
+    plan = (cs.plan_conv_pair(1, 14, 14, 64, 64, device="h200", tile=(128, 64, 576), mode="fused").plan
+            if halo else cs.plan_conv_pair(1, 14, 14, 64, 64, device="cpu").plan)
+    assert cs.conv.fuses_out_activation(plan, "relu") == halo
+    f = jax.jit(lambda *a: synced(*a, plan=plan, out_activation="relu"))
+    y = f(*ops)
+    want = reference(*ops, out_activation="relu")
+    assert rel_err(y, want) < 1e-4
+    # The ReLU is last: some outputs are zero where the pre-ReLU sum was negative,
+    # which relu(conv2) + x would not zero.
+    assert float(jnp.mean(y == 0)) > 0.2 and rel_err(y, jax.nn.relu(reference(*ops[:5])) + ops[5]) > 0.1
+    # Its derivative masks the cotangent of everything before it, the residual's included.
+    w = jax.random.normal(jax.random.key(5), y.shape)
+    loss = lambda fn: lambda *a: jnp.sum(fn(*a) * w)
+    got = jax.grad(loss(lambda *a: synced(*a, plan=plan, out_activation="relu")), argnums=range(6))(*ops)
+    exp = jax.grad(loss(lambda *a: reference(*a, out_activation="relu")), argnums=range(6))(*ops)
+    for name, g, e in zip(("x", "k1", "k2", "b1", "b2", "residual"), got, exp):
+        assert rel_err(g, e) < 1e-4, name
+
+
+def test_out_activation_errors_name_the_argument():
+    ops = conv_inputs(32, 1, 7, 7, 8, 8, 8, jnp.float32)
+    with pytest.raises(ValueError, match="out_activation: expected one of"):
+        synced(*ops, out_activation="tanh")
+    with pytest.raises(ValueError, match="out_activation: 'swiglu'"):
+        synced(*ops, out_activation="swiglu")
 
 
 def test_halo_conv_split_sync_buffer_holds_counts_and_every_shares_sums():

@@ -188,6 +188,9 @@ def test_linen_conv_pair_matches_plain_conv_pair():
     want = jax.jit(plain.apply)(params, x)
     _assert_close(jax.jit(synced.apply)(params, x), want)
     _assert_close(jax.jit(synced.apply)(params, x, residual), want + residual)
+    # ResNet's block ends in a ReLU after the residual: out_activation.
+    block = synced.clone(out_activation="relu")
+    _assert_close(jax.jit(block.apply)(params, x, residual), nn.relu(want + residual))
 
 
 def test_linen_conv_pair_rejects_bad_window_and_rank():
@@ -218,3 +221,5 @@ def test_nnx_conv_pair_matches_plain_conv_pair():
     nnx.update(plain, bumped)
     nnx.update(synced, bumped)
     _assert_close(nnx.jit(lambda m, x, r: m(x, r))(synced, x, residual), plain(x, residual))
+    synced.out_activation = "relu"
+    _assert_close(nnx.jit(lambda m, x, r: m(x, r))(synced, x, residual), nnx.relu(plain(x, residual)))

@@ -188,6 +188,24 @@ def test_halo_conv_split_matches_xla_and_repeats_exactly(n, h, w, c0, c1, c2, sp
     check_every_run(ops, lambda mode, policy: synced(ops, plan=halo_plan(n, h, w, c0, c1, c2, mode, policy, split)))
 
 
+@pytest.mark.parametrize("n,h,w,c,split", [(1, 56, 56, 64, (1, 1)), (32, 56, 56, 64, (1, 1)),
+                                           (1, 7, 7, 512, (8, 8)), (8, 28, 28, 128, (1, 1))])
+def test_halo_conv_applies_the_blocks_last_relu_after_the_residual(n, h, w, c, split):
+    # ResNet's block, relu(conv2(...) + b2 + x), with the ReLU in conv 2's
+    # epilogue: what XLA computes, and bit for bit the unfused op's ReLU of
+    # the same kernel's output (ReLU commutes with rounding).
+    if not _hopper():
+        pytest.skip("the halo conv runs on compute capability 9.0")
+    x, k1, k2, b1, b2, res = ops = conv_inputs(n + h + c, n, h, w, c, c, c, jnp.float16, residual=True)
+    want = cs.conv_pair_reference(x, k1, k2, b1=b1, b2=b2, residual=res, out_activation="relu")
+    for mode in ("serial", "fused"):
+        plan = halo_plan(n, h, w, c, c, c, mode, cs.Conv2DTileSync(3, 3), split if mode == "serial" else (1, 1))
+        y = synced(ops, plan=plan, out_activation="relu")
+        assert rel_err(y, want) < TOL[jnp.float16], mode
+        assert float(jnp.mean(y == 0)) > 0.2, mode
+        assert np.array_equal(np.asarray(y), np.asarray(jax.nn.relu(synced(ops, plan=plan)))), mode
+
+
 @pytest.mark.parametrize("mode", ["fused", "streams"])
 def test_halo_conv_waits_for_what_it_reads(mode):
     # Two input sets in alternation, each call against its own reference: a

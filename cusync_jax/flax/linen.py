@@ -116,18 +116,21 @@ class SyncedMLP(nn.Module):
 
 
 class SyncedConvPair(nn.Module):
-    """``Conv_1(act(Conv_0(x))) (+ residual)`` as one ``synced_conv_pair``
-    (NHWC input, stride 1, SAME padding).
+    """``out_act(Conv_1(act(Conv_0(x))) (+ residual))`` as one
+    ``synced_conv_pair`` (NHWC input, stride 1, SAME padding).
 
     Plain equivalent (its parameters load as they are)::
 
         h = nn.Conv(features, kernel_size, padding="SAME")(x)          # "Conv_0"
         y = nn.Conv(out_features, kernel_size, padding="SAME")(act(h))  # "Conv_1"
         y = y + residual                                                 # if given
+        y = out_act(y)                                                   # ResNet: nn.relu
 
     features: channels of the intermediate; out_features: output channels
     (None: ``features``). kernel_size: both convs' window, (3, 3) or (1, 1)
     (an int means square); second_kernel_size: Conv_1's, when it differs.
+    out_activation: applied last ("identity": none; ResNet's block ends in
+    "relu", which the halo conv applies in its epilogue).
     dtype: computation dtype (None: the promoted dtype of input and params).
     policy, tile, mode, optimizations: passed to ``synced_conv_pair``.
     """
@@ -143,6 +146,7 @@ class SyncedConvPair(nn.Module):
     kernel_init: Initializer = default_kernel_init
     bias_init: Initializer = nn.initializers.zeros_init()
     names: Sequence[str] = ("Conv_0", "Conv_1")
+    out_activation: str = "identity"
     policy: Any = "auto"
     tile: Any = None
     mode: str = "auto"
@@ -168,5 +172,6 @@ class SyncedConvPair(nn.Module):
             x, k1, b1, k2, b2, residual = promote_dtype(x, k1, b1, k2, b2, residual,
                                                         dtype=self.dtype)
         return synced_conv_pair(x, k1, k2, b1=b1, b2=b2, activation=self.activation,
-                                residual=residual, policy=self.policy, tile=self.tile,
+                                residual=residual, out_activation=self.out_activation,
+                                policy=self.policy, tile=self.tile,
                                 mode=self.mode, optimizations=self.optimizations)

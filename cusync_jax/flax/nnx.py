@@ -65,16 +65,18 @@ class SyncedMLP(nnx.Module):
 
 
 class SyncedConvPair(nnx.Module):
-    """``conv2(act(conv1(x))) (+ residual)`` as one ``synced_conv_pair``
-    (NHWC input, HWIO kernels, stride 1, SAME padding).
+    """``out_act(conv2(act(conv1(x))) (+ residual))`` as one
+    ``synced_conv_pair`` (NHWC input, HWIO kernels, stride 1, SAME padding).
 
     Plain equivalent (its state loads as it is)::
 
         self.conv1 = nnx.Conv(in_features, features, kernel_size, padding="SAME", rngs=rngs)
         self.conv2 = nnx.Conv(features, out_features, kernel_size, padding="SAME", rngs=rngs)
-        y = self.conv2(act(self.conv1(x))) + residual
+        y = out_act(self.conv2(act(self.conv1(x))) + residual)
 
-    out_features defaults to features. kernel_size: (3, 3) or (1, 1) (an int
+    out_features defaults to features. out_activation: applied last
+    ("identity": none; ResNet's block ends in "relu", which the halo conv
+    applies in its epilogue). kernel_size: (3, 3) or (1, 1) (an int
     means square) for both convs; second_kernel_size: conv2's, when it differs.
     policy, tile, mode, optimizations: passed to ``synced_conv_pair``.
     """
@@ -85,14 +87,15 @@ class SyncedConvPair(nnx.Module):
                  param_dtype: Any = jnp.float32, kernel_init=default_kernel_init,
                  bias_init=nnx.initializers.zeros_init(), policy: Any = "auto",
                  tile: Any = None, mode: str = "auto",
-                 optimizations: Optional[Optimizations] = None, rngs: nnx.Rngs):
+                 optimizations: Optional[Optimizations] = None, out_activation: str = "identity",
+                 rngs: nnx.Rngs):
         size1 = conv_window(kernel_size, "kernel_size")
         size2 = conv_window(second_kernel_size or kernel_size, "second_kernel_size")
         common = dict(padding="SAME", use_bias=use_bias, dtype=dtype, param_dtype=param_dtype,
                       kernel_init=kernel_init, bias_init=bias_init, rngs=rngs)
         self.conv1 = nnx.Conv(in_features, features, size1, **common)
         self.conv2 = nnx.Conv(features, out_features or features, size2, **common)
-        self.activation, self.dtype = activation, dtype
+        self.activation, self.out_activation, self.dtype = activation, out_activation, dtype
         self.policy, self.tile, self.mode, self.optimizations = policy, tile, mode, optimizations
 
     def __call__(self, x, residual=None):
@@ -105,5 +108,6 @@ class SyncedConvPair(nnx.Module):
         x, k1, b1, k2, b2, residual = promote_dtype((x, k1, b1, k2, b2, residual),
                                                     dtype=self.dtype)
         return synced_conv_pair(x, k1, k2, b1=b1, b2=b2, activation=self.activation,
-                                residual=residual, policy=self.policy, tile=self.tile,
+                                residual=residual, out_activation=self.out_activation,
+                                policy=self.policy, tile=self.tile,
                                 mode=self.mode, optimizations=self.optimizations)

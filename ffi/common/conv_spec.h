@@ -37,6 +37,9 @@ struct ConvPairSpec {
   int filter_r1 = 0, filter_s1 = 0, filter_r2 = 0, filter_s2 = 0;
   bool residual = false;  // y gets a residual [N, H, W, C2] added
   cusync::Activation activation = cusync::Activation::kIdentity;
+  // Applied to y last, after b2 and the residual (ResNet's block ends in a
+  // ReLU): the CPU executor takes any, the halo conv ReLU, the others none.
+  cusync::Activation out_activation = cusync::Activation::kIdentity;
   cusync::Stage producer{};  // h as [N*H*W, C1]
   cusync::Stage consumer{};  // y as [N*H*W, C2]
   int tile_k1 = 0, tile_k2 = 0;
@@ -109,11 +112,12 @@ inline xla::ffi::Error decode_conv_pair_spec(const xla::ffi::Dictionary& attrs,
   }
   if (xd[3] <= 0 || k1d[3] <= 0 || k2d[3] <= 0)
     return Error::InvalidArgument("cusync_jax: synced_conv_pair needs at least one channel in x, k1 and k2");
-  int act = 0, policy = 0, under = 0, order1 = 0, order2 = 0, mode = 0;
+  int act = 0, out_act = 0, policy = 0, under = 0, order1 = 0, order2 = 0, mode = 0;
   int tm1 = 0, tn1 = 0, tm2 = 0, tn2 = 0;
 #define CUSYNC_GET(name, dst)                                              \
   if (auto e = internal::get_attr(attrs, name, dst); e.failure()) return e;
   CUSYNC_GET("activation", &act)
+  CUSYNC_GET("out_activation", &out_act)
   CUSYNC_GET("policy", &policy)
   CUSYNC_GET("under_wait", &under)
   CUSYNC_GET("tile_m1", &tm1)
@@ -136,6 +140,7 @@ inline xla::ffi::Error decode_conv_pair_spec(const xla::ffi::Dictionary& attrs,
 #undef CUSYNC_GET
   // SwiGLU needs two column slices of h; a conv pair has one.
   if (act < 0 || act > 4) return Error::InvalidArgument("cusync_jax: unknown conv-pair activation code");
+  if (out_act < 0 || out_act > 4) return Error::InvalidArgument("cusync_jax: unknown conv-pair out_activation code");
   // StridedSync groups column slices, which a conv pair does not have.
   if (policy != static_cast<int>(cusync::PolicyKind::kTileSync) &&
       policy != static_cast<int>(cusync::PolicyKind::kRowSync) &&
@@ -172,6 +177,7 @@ inline xla::ffi::Error decode_conv_pair_spec(const xla::ffi::Dictionary& attrs,
                                   std::to_string(spec->producer_k_blocks()) + ", " +
                                   std::to_string(spec->consumer_k_blocks()) + ")");
   spec->activation = static_cast<cusync::Activation>(act);
+  spec->out_activation = static_cast<cusync::Activation>(out_act);
   spec->policy = cusync::Policy{static_cast<cusync::PolicyKind>(policy), under};
   spec->mode = static_cast<Mode>(mode);
   const int rows = static_cast<int>(spec->pixels());

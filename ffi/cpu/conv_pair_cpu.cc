@@ -176,7 +176,7 @@ ffi::Error SyncedConvPairCpu(ffi::AnyBuffer x, ffi::AnyBuffer k1, ffi::AnyBuffer
         const int64_t i = r * C2 + c;
         float v = acc[static_cast<size_t>(r - r0) * (c1 - c0) + (c - c0)] + b2f[c];
         if (s.residual) v += resf[i];
-        store_from_float(dt, ybuf, i, v);
+        store_from_float(dt, ybuf, i, cusync::activate(s.out_activation, 0, v));
       }
     }
     return true;

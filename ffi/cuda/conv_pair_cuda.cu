@@ -94,6 +94,12 @@ ffi::Error SyncedConvPairCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuf
   const ffi::DataType dt = x.element_type();
   if (dt != ffi::DataType::F16 && dt != ffi::DataType::BF16)
     return ffi::Error::InvalidArgument("cusync_jax: the CUDA conv pair runs float16 and bfloat16");
+  // Only the halo conv's epilogue applies an activation after the residual
+  // (the Python op applies it after the call for the other kernels).
+  if (s.kernel != cusync_ffi::kHaloConvKernel && s.out_activation != cusync::Activation::kIdentity)
+    return ffi::Error::InvalidArgument("cusync_jax: out_activation is applied in the epilogue of the halo conv "
+                                       "(kernel family 2) only; this plan runs kernel family " +
+                                       std::to_string(s.kernel));
   for (const ffi::AnyBuffer* b : {&k1, &b1, &k2, &b2, &residual}) {
     if (b->element_type() != dt)
       return ffi::Error::InvalidArgument("cusync_jax: synced_conv_pair operands must share one dtype");

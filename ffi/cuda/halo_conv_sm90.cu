@@ -70,7 +70,7 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, const cusync::SplitL
   cv.cb = cin / kC;
   cv.nb = cout / kC;
   cv.out_channels = cout;
-  cv.activation = ci == 0 ? s.activation : cusync::Activation::kIdentity;
+  cv.activation = ci == 0 ? s.activation : s.out_activation;  // conv 2's: after its residual
   cv.splits = ci == 0 ? s.splits1 : s.splits2;
   cv.counts = b.sync + (ci == 0 ? layout.counts1 : layout.counts2);
   cv.partials = reinterpret_cast<float*>(b.sync + (ci == 0 ? layout.partials1 : layout.partials2));
@@ -212,6 +212,8 @@ Error check_conv_pair_halo(const ConvPairSpec& s) {
   if (s.activation != cusync::Activation::kRelu && s.activation != cusync::Activation::kIdentity)
     return Error::InvalidArgument("cusync_jax: the halo conv's epilogue applies 'relu' or 'identity' (ResNet's and "
                                   "VGG's); take another kernel for other activations");
+  if (s.out_activation != cusync::Activation::kRelu && s.out_activation != cusync::Activation::kIdentity)
+    return Error::InvalidArgument("cusync_jax: the halo conv applies out_activation 'relu' or 'identity'");
   if (s.policy.under_wait != 0)
     return Error::InvalidArgument("cusync_jax: the halo conv waits for every tile it reads (no under_wait)");
   if (s.images * s.height * s.width * std::max(s.in_channels, std::max(s.mid_channels, s.out_channels)) >=

@@ -345,7 +345,8 @@ __device__ __forceinline__ void sum_shares(const float* src, int shares, int cti
 // and ReLU in fp32, rounded, written to the warp's scratch by stmatrix, then
 // read back a whole position (128 bytes) per 8 lanes and stored 16 bytes a
 // lane (the fragment's own 4-byte stores to 8 rows at once kept the
-// load/store unit's queue full: ncu, batch 32), the residual added there.
+// load/store unit's queue full: ncu, batch 32), the residual added there
+// (and then the ReLU: conv 2's out_activation, ResNet's block's last).
 // The scratch's 16-byte chunks are swizzled by row (chunk ^ row % 8), so
 // neither stmatrix's 8 rows nor a read's 8 lanes meet in one bank.
 // cv and g by value, in registers: read through a reference into the kernel's
@@ -365,8 +366,9 @@ __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const Hal
     for (int hi = 0; hi < 2; ++hi) {
       const float v0 = d[4 * i + 2 * hi] + float(bias[i].x), v1 = d[4 * i + 2 * hi + 1] + float(bias[i].y);
       Pair o;
-      o.x = to_element<T>(kRelu ? fmaxf(v0, 0.f) : v0);
-      o.y = to_element<T>(kRelu ? fmaxf(v1, 0.f) : v1);
+      // (With a residual, the ReLU comes after it: below.)
+      o.x = to_element<T>(kRelu && !kResidual ? fmaxf(v0, 0.f) : v0);
+      o.y = to_element<T>(kRelu && !kResidual ? fmaxf(v1, 0.f) : v1);
       packed[2 * i + hi] = as_word(o);
     }
   {
@@ -397,8 +399,9 @@ __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const Hal
       const Pair* rp = reinterpret_cast<const Pair*>(&r);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        vp[e].x = to_element<T>(float(vp[e].x) + float(rp[e].x));
-        vp[e].y = to_element<T>(float(vp[e].y) + float(rp[e].y));
+        const float s0 = float(vp[e].x) + float(rp[e].x), s1 = float(vp[e].y) + float(rp[e].y);
+        vp[e].x = to_element<T>(kRelu ? fmaxf(s0, 0.f) : s0);
+        vp[e].y = to_element<T>(kRelu ? fmaxf(s1, 0.f) : s1);
       }
     }
     *reinterpret_cast<uint4*>(cv.out + at) = v;
@@ -701,7 +704,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     load_bias<T, Pair>(cv, nb, bias);
 
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(6, halo_now());
-    // The pair's epilogues: conv 1's ReLU (or none), conv 2's residual (or none).
+    // The pair's epilogues: conv 1's ReLU (or none); conv 2's residual (or none), then its ReLU (or none).
     const bool relu = cv.activation == cusync::Activation::kRelu;
     const uint32_t my_scratch = scratch + (4 * c + warp) * kScratchWarpBytes;
     if (cv.residual == nullptr) {
