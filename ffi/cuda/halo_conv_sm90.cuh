@@ -63,11 +63,11 @@ constexpr int kEnd = -1;                         // a stage record: no more tile
 // same as 1: bench/NOTES.md, stop 27).
 constexpr int kHandoffTaps = 1;
 // A stage record: its tile (or kEnd), the B loads issued before it, and the
-// tile decoded by the producer (image, h0, w0, a0, output block, index within
-// its conv, units), so a consumer does no division between receiving the turn
-// and its first wgmma (10 % of conv 1's time at batch 32: bench/NOTES.md,
-// stop 28).
-constexpr int kRecordInts = 9;
+// tile decoded by the producer (image, h0, w0, a0, output block, output tile
+// (its semaphore and count), units, split share), so a consumer does no
+// division between receiving the turn and its post (the turn to the first
+// wgmma was 10 % of conv 1's time at batch 32: bench/NOTES.md, stop 28).
+constexpr int kRecordInts = 10;
 static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
 
 // One convolution of the launch.
@@ -512,11 +512,18 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       const int ci = tile < p.tiles0 ? 0 : 1;
       const HaloConv<T> cv = p.conv[ci];
       // Tiles of a conv: position tile major, then output block, then share.
-      const int local = tile - (ci ? p.tiles0 : 0), per_position = cv.nb * cv.splits;
-      const int position = local / per_position, nb = local % per_position / cv.splits;
-      const int units = cv.cb / cv.splits, cb0 = local % cv.splits * units;
+      // (Unsplit, the common case, in one division: each costs tens of
+      // instructions on the path from the counter to the tile's first load.)
+      const int local = tile - (ci ? p.tiles0 : 0);
+      int out_tile = local, share = 0, units = cv.cb;
+      if (cv.splits > 1) {
+        out_tile = local / cv.splits;
+        share = local - out_tile * cv.splits;
+        units = cv.cb / cv.splits;
+      }
+      const int position = out_tile / cv.nb, nb = out_tile - position * cv.nb, cb0 = share * units;
       const cusync::HaloTile t = g.tile(position);
-      if (cv.residual != nullptr && local % cv.splits == 0) prefetch_residual(g, cv, t);
+      if (cv.residual != nullptr && share == 0) prefetch_residual(g, cv, t);
       if (p.resident_b && b_conv != ci) {
         // Every unit issued so far reads the old B: wait for their release
         // (the last use of each stage), then load this conv's.
@@ -557,7 +564,8 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         rec[4] = t.w0;
         rec[5] = t.a0;
         rec[6] = nb;
-        rec[7] = local;
+        rec[7] = out_tile;
+        rec[9] = share;
         rec[8] = units;
         mbar_expect_tx(full + 8 * s, p.halo_bytes + (p.resident_b ? 0 : kWeightBytes));
         tma_load_4d(stage, &p.x[ci], full + 8 * s, cb * kC, t.w0 - 1, t.h0 - 1, t.image);
@@ -621,7 +629,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     }
     const int ci = tile < p.tiles0 ? 0 : 1;
     const HaloConv<T> cv = p.conv[ci];
-    const int local = rec[7], nb = rec[6];
+    const int out_tile = rec[7], share = rec[9], nb = rec[6];
     const cusync::HaloTile t{rec[2], rec[3], rec[4], rec[5]};
     if (p.resident_b && b_loads != b_seen) {
       mbar_wait(wbar, (b_loads - 1) & 1);  // this conv's B: load b_loads completes phase b_loads - 1
@@ -699,13 +707,12 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     // The chains this consumer holds: both (pingpong), or its own in d0.
     constexpr bool kBoth = kTwoChains && !kCoop;
     // The output tile (semaphore and count index: position tile x output block).
-    const int out_tile = local / cv.splits;
     if (cv.splits > 1) {
       // This share's sums to memory, then the count; the last share to count
       // takes every share's sums in share order and runs the epilogue.
       // (Cooperative: each consumer its half, both before the one count.)
       const int ctid = tid % 128, half = kCoop ? c * cusync::kHaloShareFloats / 2 : 0;
-      store_share<kBoth>(cv.partials + (size_t(out_tile) * cv.splits + local % cv.splits) * cusync::kHaloShareFloats + half, ctid,
+      store_share<kBoth>(cv.partials + (size_t(out_tile) * cv.splits + share) * cusync::kHaloShareFloats + half, ctid,
                          d0, d1);
       __threadfence();
       const int group = kCoop ? 0 : c;  // the flag and barrier shared by the consumers of this tile
