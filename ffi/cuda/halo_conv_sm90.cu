@@ -87,10 +87,16 @@ Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream
   // One 64-row chain a tile where no tile has pixels past its 64th position
   // (7x7); both consumers on every tile where the launch has no more tiles
   // than CTAs (pingpong would leave one of them idle).
+  // The split's code only in the launches of a split pair.
   const bool one_chain = p.tiling.one_chain(), coop = !one_chain && tiles <= device.sm_count;
-  auto kernel = one_chain ? halo_conv_kernel<T, Pair, false, false>
-                : coop    ? halo_conv_kernel<T, Pair, true, true>
-                          : halo_conv_kernel<T, Pair, true, false>;
+  const bool split = p.conv[0].splits > 1 || p.conv[1].splits > 1;
+  const auto pick = [&](auto split_tag) {
+    constexpr bool kSplit = decltype(split_tag)::value;
+    return one_chain ? halo_conv_kernel<T, Pair, false, false, kSplit>
+           : coop    ? halo_conv_kernel<T, Pair, true, true, kSplit>
+                     : halo_conv_kernel<T, Pair, true, false, kSplit>;
+  };
+  auto kernel = split ? pick(std::true_type{}) : pick(std::false_type{});
   CUSYNC_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
       "raising the halo conv's shared memory limit");

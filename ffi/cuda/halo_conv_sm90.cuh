@@ -449,7 +449,10 @@ __device__ __forceinline__ void store_tile(const cusync::HaloTiling g, const Hal
 // consumer passes every unit; a stage is released by all 8 consumer warps,
 // and the two meet at a 256-thread barrier before a split tile's count and
 // before the post.
-template <class T, class Pair, bool kTwoChains = true, bool kCoop = false>
+// kSplit: a launch with a conv split along its channel blocks (HaloConv::
+// splits); the split's share sums and decoding exist only in these
+// instances (they made the others' code 14 % larger: bench/NOTES.md, stop 29).
+template <class T, class Pair, bool kTwoChains = true, bool kCoop = false, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_constant__ HaloParams<T> p) {
   static_assert(kTwoChains || !kCoop, "a cooperative launch gives each consumer one of two chains");
 #if defined(CUSYNC_SM90A_DEVICE)
@@ -516,7 +519,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       // instructions on the path from the counter to the tile's first load.)
       const int local = tile - (ci ? p.tiles0 : 0);
       int out_tile = local, share = 0, units = cv.cb;
-      if (cv.splits > 1) {
+      if (kSplit && cv.splits > 1) {
         out_tile = local / cv.splits;
         share = local - out_tile * cv.splits;
         units = cv.cb / cv.splits;
@@ -706,8 +709,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     v_next = v0 + ncb;
     // The chains this consumer holds: both (pingpong), or its own in d0.
     constexpr bool kBoth = kTwoChains && !kCoop;
-    // The output tile (semaphore and count index: position tile x output block).
-    if (cv.splits > 1) {
+    if (kSplit && cv.splits > 1) {
       // This share's sums to memory, then the count; the last share to count
       // takes every share's sums in share order and runs the epilogue.
       // (Cooperative: each consumer its half, both before the one count.)
