@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   const auto& g = p.tiling;
   const cuuint64_t xdims[4] = {C, cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
   const cuuint64_t xstrides[3] = {C * 2, cuuint64_t(w) * C * 2, cuuint64_t(h) * w * C * 2};
-  const cuuint32_t xbox[4] = {kC, cuuint32_t(g.bw), cuuint32_t(g.rows), 1};
+  const cuuint32_t xbox[4] = {kC, cuuint32_t(g.bw), cuuint32_t(g.rows), g.paired ? 2u : 1u};
   const cuuint64_t wdims[2] = {C, 9 * C};
   const cuuint64_t wstrides[1] = {C * 2};
   const cuuint32_t wbox[2] = {kC, kC};
@@ -89,8 +89,8 @@ int main(int argc, char** argv) {
   p.tiles0 = g.tiles();
   p.semaphores = sync + 8;
   p.resident_b = 1;
-  p.halo_bytes = g.bw * g.rows * kRowBytes;
-  p.halo_stage_bytes = (p.halo_bytes + 1023) / 1024 * 1024;
+  p.halo_bytes = g.box_positions() * kRowBytes;
+  p.halo_stage_bytes = (g.read_positions() * kRowBytes + 1023) / 1024 * 1024;
   p.stage_bytes = p.halo_stage_bytes;
   int optin = 0, sms = 0;
   CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));

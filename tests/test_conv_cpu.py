@@ -480,23 +480,41 @@ def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_r
     bw, rows, tiles = cs._cusync_cpu.halo_tiling(n, h, w)
     assert bw == (130 if w + 2 > 130 else w + 2)
     assert cs._cusync_cpu.halo_tile_count(n, h, w) == len(tiles)
-    # A tile's second 64-position half is live exactly where it owns a pixel there.
+    # Paired (an image's padded grid fits one 64-row chain): a tile is two
+    # images, chain c (rows 64 c ..) image 2 t + c's positions from 0; its
+    # halo both images' padded grids.
+    paired = w + 2 <= 130 and h * bw <= 64
+
+    def chains(index, image, h0, w0, a0):
+        """(image, h0, w0, first position) of each 64-row chain of a tile."""
+        if paired:
+            return [(image, 0, 0, 0), (image + 1, 0, 0, 0)]
+        return [(image, h0, w0, a0), (image, h0, w0, a0 + 64)]
+
+    # A tile's second chain is live exactly where it owns a pixel there.
     live = cs._cusync_cpu.halo_second_half_live(n, h, w)
     want = [False] * len(tiles)
     for index, (image, h0, w0, a0, _) in enumerate(tiles):
-        for q in range(a0 + 64, a0 + 128):
-            if h0 + q // bw < h and w0 + q % bw < w:
+        im, y0, x0, first = chains(index, image, h0, w0, a0)[1]
+        for q in range(first, first + 64):
+            if im < n and y0 + q // bw < h and x0 + q % bw < w:
                 want[index] = True
     assert live == want
     assert cs._cusync_cpu.halo_one_chain(n, h, w) == (not any(want))
     owner = {}
     for index, (image, h0, w0, a0, _) in enumerate(tiles):
-        for q in range(a0, a0 + 128):
-            y, x = h0 + q // bw, w0 + q % bw
-            if y < h and x < w:
-                assert (image, y, x) not in owner
-                owner[(image, y, x)] = index
+        for im, y0, x0, first in chains(index, image, h0, w0, a0):
+            for q in range(first, first + 64):
+                y, x = y0 + q // bw, x0 + q % bw
+                if im < n and y < h and x < w:
+                    assert (im, y, x) not in owner
+                    owner[(im, y, x)] = index
     assert len(owner) == n * h * w
+    if paired:
+        # Each image's whole padded grid; a tile reads the tile of its own images only.
+        assert rows == h + 2
+        assert [deps for *_, deps in tiles] == [[i] for i in range(len(tiles))]
+        return
     for image, h0, w0, a0, deps in tiles:
         # The halo box: rows h0 - 1 .. h0 + R - 2 and columns w0 - 1 .. w0 + BW - 2, clipped.
         read = {owner[(image, y, x)] for y in range(max(0, h0 - 1), min(h, h0 + rows - 1))

@@ -53,7 +53,7 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, const cusync::SplitL
   // The input as (C, W, H, N), innermost first; strides in bytes of dims 1..3.
   const cuuint64_t xdims[4] = {cuuint64_t(cin), cuuint64_t(s.width), cuuint64_t(s.height), cuuint64_t(s.images)};
   const cuuint64_t xstrides[3] = {pix, cuuint64_t(s.width) * pix, cuuint64_t(s.height) * s.width * pix};
-  const cuuint32_t xbox[4] = {kC, cuuint32_t(g.bw), cuuint32_t(g.rows), 1};
+  const cuuint32_t xbox[4] = {kC, cuuint32_t(g.bw), cuuint32_t(g.rows), g.paired ? 2u : 1u};  // paired: two images
   // The HWIO filter as (C_out, 9 C_in): a box is one tap's 64 x 64 block.
   const cuuint64_t wdims[2] = {cuuint64_t(cout), cuuint64_t(kTaps) * cin};
   const cuuint64_t wstrides[1] = {cuuint64_t(cout) * sizeof(T)};
@@ -129,8 +129,8 @@ Error run(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t stream, cons
   // Resident B where each conv has one block of it, so a CTA loads it at
   // most twice; else every stage carries its unit's block.
   p.resident_b = p.conv[0].cb == 1 && p.conv[0].nb == 1 && p.conv[1].cb == 1 && p.conv[1].nb == 1;
-  p.halo_bytes = p.tiling.bw * p.tiling.rows * kRowBytes;
-  p.halo_stage_bytes = (p.halo_bytes + 1023) / 1024 * 1024;
+  p.halo_bytes = p.tiling.box_positions() * kRowBytes;
+  p.halo_stage_bytes = (p.tiling.read_positions() * kRowBytes + 1023) / 1024 * 1024;
   p.stage_bytes = p.halo_stage_bytes + (p.resident_b ? 0 : kWeightBytes);
   p.stages = 0;  // as many as fit
   while (halo_smem_bytes(p.resident_b, p.stage_bytes, p.stages + 1) <= size_t(device.max_smem_per_block))

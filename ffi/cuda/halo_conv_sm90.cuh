@@ -348,6 +348,16 @@ __device__ __forceinline__ void sum_shares(const float* src, int shares, int cti
 template <class T>
 __device__ __forceinline__ void prefetch_residual(const cusync::HaloTiling& g, const HaloConv<T>& cv,
                                                   const cusync::HaloTile& t) {
+  if (g.paired) {
+    // Both images' residual, contiguous.
+    const uint32_t bytes = uint32_t(min(2, g.images - t.image)) * g.height * g.width * cv.out_channels * sizeof(T);
+    const T* first = cv.residual + size_t(t.image) * g.height * g.width * cv.out_channels;
+    asm volatile(
+        "{\n\t.reg .u64 a;\n\tcvta.to.global.u64 a, %0;\n\tcp.async.bulk.prefetch.L2.global [a], %1;\n\t}" ::"l"(first),
+        "r"(bytes)
+        : "memory");
+    return;
+  }
   const int last_row = min((t.a0 + cusync::kHaloTileM - 1) / g.bw, g.height - 1 - t.h0);
   const int w_end = g.wide ? min(g.width, t.w0 + cusync::kHaloTileM) : g.width;
   const uint32_t bytes = uint32_t(w_end - t.w0) * cv.out_channels * sizeof(T);
@@ -378,6 +388,7 @@ template <class T, class Pair, bool kRelu, bool kResidual>
 __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const HaloConv<T> cv, const cusync::HaloTile& t,
                                            int nb, int first_row, const float (&d)[32], const Pair (&bias)[8],
                                            uint32_t scratch) {
+  if (t.image >= g.images) return;  // a paired tile's second image past an odd batch
   const int lane = threadIdx.x % 32;
   uint32_t packed[16];  // chunk i: [2 i] rows lane / 4, [2 i + 1] rows lane / 4 + 8
 #pragma unroll
@@ -429,13 +440,18 @@ __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const Hal
   __syncwarp();  // every lane's reads done before the next chain's stmatrix
 }
 
-// Both chains of the tile (rows 0-63 in d0, 64-127 in d1; d1 with kTwoChains).
+// The tile's chains: d0 holds chain `chain0` (0, or a cooperative consumer's
+// own), d1 chain 1 (with kTwoChains); a chain's rows are those of its own
+// tile (HaloTiling::chain_tile: paired, the second image's).
 template <class T, class Pair, bool kRelu, bool kResidual, bool kTwoChains>
 __device__ __forceinline__ void store_tile(const cusync::HaloTiling g, const HaloConv<T> cv, const cusync::HaloTile& t,
-                                           int nb, int warp, const float (&d0)[32], const float (&d1)[32],
+                                           int nb, int chain0, int warp, const float (&d0)[32], const float (&d1)[32],
                                            const Pair (&bias)[8], uint32_t scratch) {
-  store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 16 * warp, d0, bias, scratch);
-  if constexpr (kTwoChains) store_rows<T, Pair, kRelu, kResidual>(g, cv, t, nb, 64 + 16 * warp, d1, bias, scratch);
+  store_rows<T, Pair, kRelu, kResidual>(g, cv, g.chain_tile(t, chain0), nb, g.chain_first(chain0) + 16 * warp, d0,
+                                        bias, scratch);
+  if constexpr (kTwoChains)
+    store_rows<T, Pair, kRelu, kResidual>(g, cv, g.chain_tile(t, 1), nb, g.chain_first(1) + 16 * warp, d1, bias,
+                                          scratch);
 }
 #endif  // CUSYNC_SM90A_DEVICE
 
@@ -654,9 +670,10 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       const int v = v0 + cb, s = v % p.stages;
       const uint32_t stage = ring + s * p.stage_bytes;
       if (cb > 0) mbar_wait(full + 8 * s, (v / p.stages) & 1);
-      // (Cooperative: this consumer's chain starts 64 c rows in, into d0.)
-      const uint32_t a_lo = desc_lo(stage + (t.a0 + (kCoop ? 64 * c : 0)) * kRowBytes);
-      const uint32_t a_lo1 = a_lo + 64 * kRowBytes / 16;
+      // (Cooperative: this consumer's chain c, into d0; paired tiles' second
+      // chain is the second image's grid.)
+      const uint32_t a_lo = desc_lo(stage + (t.a0 + (kCoop ? g.chain_halo_offset(c) : 0)) * kRowBytes);
+      const uint32_t a_lo1 = a_lo + g.chain_halo_offset(1) * (kRowBytes / 16);
       const uint32_t b_lo = desc_lo(p.resident_b ? weights : stage + p.halo_stage_bytes);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // the last epilogue read d0, d1
       // Three commit groups a unit: d0's taps, d1's but the last, d1's last
@@ -737,15 +754,16 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     // The pair's epilogues: conv 1's ReLU (or none); conv 2's residual (or none), then its ReLU (or none).
     const bool relu = cv.activation == cusync::Activation::kRelu;
     const uint32_t my_scratch = scratch + (4 * c + warp) * kScratchWarpBytes;
+    const int chain0 = kCoop ? c : 0;  // the chain d0 holds
     if (cv.residual == nullptr) {
       if (relu)
-        store_tile<T, Pair, true, false, kBoth>(g, cv, t, nb, kCoop ? 4 * c + warp : warp, d0, d1, bias, my_scratch);
+        store_tile<T, Pair, true, false, kBoth>(g, cv, t, nb, chain0, warp, d0, d1, bias, my_scratch);
       else
-        store_tile<T, Pair, false, false, kBoth>(g, cv, t, nb, kCoop ? 4 * c + warp : warp, d0, d1, bias, my_scratch);
+        store_tile<T, Pair, false, false, kBoth>(g, cv, t, nb, chain0, warp, d0, d1, bias, my_scratch);
     } else if (relu) {
-      store_tile<T, Pair, true, true, kBoth>(g, cv, t, nb, kCoop ? 4 * c + warp : warp, d0, d1, bias, my_scratch);
+      store_tile<T, Pair, true, true, kBoth>(g, cv, t, nb, chain0, warp, d0, d1, bias, my_scratch);
     } else {
-      store_tile<T, Pair, false, true, kBoth>(g, cv, t, nb, kCoop ? 4 * c + warp : warp, d0, d1, bias, my_scratch);
+      store_tile<T, Pair, false, true, kBoth>(g, cv, t, nb, chain0, warp, d0, d1, bias, my_scratch);
     }
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(7, halo_now());
     if (ci == 0 && p.posts) {

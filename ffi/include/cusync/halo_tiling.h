@@ -13,6 +13,11 @@
 //     R = 3 + ceil(129 / BW) rows (tap (2, 2) of position 127 from any a0 < BW).
 //   wide (W + 2 > 130, e.g. VGG's 224): a tile is 128 positions of one output
 //     row, w0 = 128 j; BW = 130, R = 3, a0 = 0.
+//   paired (narrow, H BW <= 64: 7x7 and smaller): a tile is two images, one
+//     64-position chain each (tile t: images 2 t and 2 t + 1); the halo is both
+//     images' padded grids, R = H + 2 rows each, the second's at halo index
+//     R BW. (One image a tile left half of every tile's rows idle and read
+//     the filter once per image.)
 // Both convolutions of a pair have the same images and size, so one tiling
 // serves both: producer tile p covers output positions of tile p of conv 1,
 // and a consumer tile's halo reads the producer tiles of the rows (and, wide,
@@ -36,14 +41,16 @@ struct HaloTile {
 struct HaloTiling {
   int images, height, width;
   int wide;             // 1: the wide tiling
+  int paired;           // 1: the paired tiling (two images a tile)
   int bw;               // halo positions a row
   int rows;             // halo rows R
   int segs;             // wide: tiles per output row
   int tiles_per_image;
 
-  CUSYNC_HD int tiles() const { return images * tiles_per_image; }
+  CUSYNC_HD int tiles() const { return paired ? ceil_div(images, 2) : images * tiles_per_image; }
 
   CUSYNC_HD HaloTile tile(int index) const {
+    if (paired) return HaloTile{2 * index, 0, 0, 0};
     const int n = index / tiles_per_image, t = index % tiles_per_image;
     if (wide) return HaloTile{n, t / segs, (t % segs) * kHaloTileM, 0};
     const int p0 = t * kHaloTileM, h0 = p0 / bw;
@@ -54,6 +61,7 @@ struct HaloTiling {
   // hold any output pixel: a 7x7 image's 63 padded positions fill one chain
   // only, and the kernel skips the other's MMAs and stores.
   CUSYNC_HD bool second_half_live(int index) const {
+    if (paired) return 2 * index + 1 < images;
     const HaloTile t = tile(index);
     if (wide) return t.w0 + kHaloTileM / 2 < width;
     const int p = (index % tiles_per_image) * kHaloTileM + kHaloTileM / 2;  // first position of the half
@@ -63,17 +71,37 @@ struct HaloTiling {
     return (p / bw + 1) * bw < end;  // the next row's first pixel
   }
 
-  // Whether no tile has a pixel in its second half (one image's padded grid
-  // fits 64 positions: 7x7 and smaller). Tile 0's second half is the first
-  // to hold one: in the wide tiling, and in the narrow one with two or more
-  // tiles an image, it always does.
+  // Whether no tile has a pixel in its second half (a paired tiling of one
+  // image). Tile 0's second half is the first to hold one: in the wide
+  // tiling, and in the narrow one, it always does.
   CUSYNC_HD bool one_chain() const { return !second_half_live(0); }
+
+  // Chain c of a tile (its 64 rows from 64 c): the tile whose positions it
+  // computes (paired: the second image's), the tile position of its first
+  // row, and that row's halo index past the tile's a0.
+  CUSYNC_HD HaloTile chain_tile(HaloTile t, int c) const {
+    if (paired) t.image += c;
+    return t;
+  }
+  CUSYNC_HD int chain_first(int c) const { return paired ? 0 : c * (kHaloTileM / 2); }
+  CUSYNC_HD int chain_halo_offset(int c) const { return paired ? c * rows * bw : c * (kHaloTileM / 2); }
+  // The halo's positions as TMA loads them (paired: two images), and as far
+  // as a chain's taps may read, in the shared memory a stage must hold (a
+  // paired chain's rows past its image's last pixel read past its grid).
+  CUSYNC_HD int box_positions() const { return (paired ? 2 : 1) * rows * bw; }
+  CUSYNC_HD int read_positions() const {
+    return paired ? max_int(box_positions(), chain_halo_offset(1) + kHaloTileM / 2 + 2 * bw + 2) : rows * bw;
+  }
 
   // Calls f(index) for every tile whose outputs tile `index`'s halo reads
   // (the same image; the halo's rows h0 - 1 .. and its columns, clipped to
   // the image), in increasing order.
   template <class F>
   CUSYNC_HD void for_each_dependency(int index, F&& f) const {
+    if (paired) {
+      f(index);  // the same two images
+      return;
+    }
     const HaloTile t = tile(index);
     const int base = t.image * tiles_per_image;
     const int r0 = max_int(0, t.h0 - 1);
@@ -101,7 +129,8 @@ CUSYNC_HD HaloTiling make_halo_tiling(int images, int height, int width) {
   t.width = width;
   t.wide = width + 2 > kHaloWideBW;
   t.bw = t.wide ? kHaloWideBW : width + 2;
-  t.rows = t.wide ? 3 : 3 + ceil_div(kHaloTileM + 1, t.bw);
+  t.paired = !t.wide && height * t.bw <= kHaloTileM / 2;
+  t.rows = t.wide ? 3 : t.paired ? height + 2 : 3 + ceil_div(kHaloTileM + 1, t.bw);
   t.segs = ceil_div(width, kHaloTileM);
   t.tiles_per_image = t.wide ? height * t.segs : ceil_div(height * t.bw, kHaloTileM);
   return t;
