@@ -161,14 +161,15 @@ NB_MODULE(_cusync_cpu, m) {
         return out;
       },
       nb::arg("images"), nb::arg("height"), nb::arg("width"),
-      "Per tile of the halo conv's tiling: whether its positions 64..127 hold an output pixel.");
+      "Per tile of the halo conv's tiling: whether its second 64-row chain (positions 64..127; paired: the "
+      "second image) holds an output pixel.");
 
   m.def(
       "halo_one_chain",
       [](int images, int height, int width) { return cusync::make_halo_tiling(images, height, width).one_chain(); },
       nb::arg("images"), nb::arg("height"), nb::arg("width"),
-      "Whether no tile of the halo conv's tiling has a pixel in its positions 64..127 (the kernel then runs "
-      "one 64-row chain a tile).");
+      "Whether no tile of the halo conv's tiling has a pixel in its second 64-row chain (the kernel then runs "
+      "one chain a tile).");
 
   m.def(
       "stage_schedule",

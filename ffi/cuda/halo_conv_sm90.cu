@@ -84,10 +84,10 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, const cusync::SplitL
 template <class T, class Pair>
 Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream, const DeviceInfo& device,
              const char* what) {
-  // One 64-row chain a tile where no tile has pixels past its 64th position
-  // (7x7); both consumers on every tile where the launch has no more tiles
-  // than CTAs (pingpong would leave one of them idle).
-  // The split's code only in the launches of a split pair.
+  // One 64-row chain a tile where no tile has a second (a paired tiling of
+  // one image); both consumers on every tile where the launch has no more
+  // tiles than CTAs (pingpong would leave one of them idle); the split's code
+  // only in the launches of a split pair.
   const bool one_chain = p.tiling.one_chain(), coop = !one_chain && tiles <= device.sm_count;
   const bool split = p.conv[0].splits > 1 || p.conv[1].splits > 1;
   const auto pick = [&](auto split_tag) {

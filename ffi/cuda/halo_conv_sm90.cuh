@@ -63,11 +63,22 @@ constexpr int kEnd = -1;                         // a stage record: no more tile
 // same as 1: bench/NOTES.md, stop 27).
 constexpr int kHandoffTaps = 1;
 // A stage record: its tile (or kEnd), the B loads issued before it, and the
-// tile decoded by the producer (image, h0, w0, a0, output block, output tile
-// (its semaphore and count), units, split share), so a consumer does no
-// division between receiving the turn and its post (the turn to the first
-// wgmma was 10 % of conv 1's time at batch 32: bench/NOTES.md, stop 28).
-constexpr int kRecordInts = 10;
+// tile decoded by the producer, so a consumer does no division between
+// receiving the turn and its post (the turn to the first wgmma was 10 % of
+// conv 1's time at batch 32: bench/NOTES.md, stop 28).
+enum RecordSlot : int {
+  kRecTile,
+  kRecBLoads,
+  kRecImage,  // the cusync::HaloTile: image, h0, w0, a0
+  kRecH0,
+  kRecW0,
+  kRecA0,
+  kRecOutBlock,  // output channel block
+  kRecOutTile,   // output tile: its semaphore and split count
+  kRecUnits,     // channel blocks this tile (a split share's)
+  kRecShare,     // split share
+  kRecordInts
+};
 static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
 
 // One convolution of the launch.
@@ -306,6 +317,16 @@ __device__ __forceinline__ void load_bias(const HaloConv<T>& cv, int nb, Pair (&
   for (int i = 0; i < 8; ++i) bias[i] = *reinterpret_cast<const Pair*>(b + 8 * i);
 }
 
+// The consumers of one tile meet: both (named barrier 3, 256 threads) in a
+// cooperative launch, else consumer c's warpgroup (barrier 1 + c).
+template <bool kCoop>
+__device__ __forceinline__ void sync_tile_consumers(int c) {
+  if constexpr (kCoop)
+    asm volatile("bar.sync 3, 256;" ::: "memory");
+  else
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+}
+
 // A split tile's fp32 sums (split conv): thread ctid's accumulators as float4
 // number j at j * 128 + ctid, so a warp's stores are 512 contiguous bytes
 // (kTwoChains: d1's too, see halo_conv_kernel).
@@ -340,6 +361,15 @@ __device__ __forceinline__ void sum_shares(const float* src, int shares, int cti
   }
 }
 
+// `bytes` (a multiple of 16) from global address `from` into L2, by the TMA
+// engine: no registers, no wait.
+__device__ __forceinline__ void prefetch_l2(const void* from, uint32_t bytes) {
+  asm volatile(
+      "{\n\t.reg .u64 a;\n\tcvta.to.global.u64 a, %0;\n\tcp.async.bulk.prefetch.L2.global [a], %1;\n\t}" ::"l"(from),
+      "r"(bytes)
+      : "memory");
+}
+
 // Conv 2's residual under tile t, every channel of its image rows, into L2
 // by the TMA engine (one bulk prefetch a row, a few a tile), issued as the
 // producer reaches the tile: read from DRAM by the epilogue, each of its
@@ -351,22 +381,14 @@ __device__ __forceinline__ void prefetch_residual(const cusync::HaloTiling& g, c
   if (g.paired) {
     // Both images' residual, contiguous.
     const uint32_t bytes = uint32_t(min(2, g.images - t.image)) * g.height * g.width * cv.out_channels * sizeof(T);
-    const T* first = cv.residual + size_t(t.image) * g.height * g.width * cv.out_channels;
-    asm volatile(
-        "{\n\t.reg .u64 a;\n\tcvta.to.global.u64 a, %0;\n\tcp.async.bulk.prefetch.L2.global [a], %1;\n\t}" ::"l"(first),
-        "r"(bytes)
-        : "memory");
+    prefetch_l2(cv.residual + size_t(t.image) * g.height * g.width * cv.out_channels, bytes);
     return;
   }
   const int last_row = min((t.a0 + cusync::kHaloTileM - 1) / g.bw, g.height - 1 - t.h0);
   const int w_end = g.wide ? min(g.width, t.w0 + cusync::kHaloTileM) : g.width;
   const uint32_t bytes = uint32_t(w_end - t.w0) * cv.out_channels * sizeof(T);
   for (int dh = 0; dh <= last_row; ++dh) {
-    const T* row = cv.residual + ((size_t(t.image) * g.height + t.h0 + dh) * g.width + t.w0) * cv.out_channels;
-    asm volatile(
-        "{\n\t.reg .u64 a;\n\tcvta.to.global.u64 a, %0;\n\tcp.async.bulk.prefetch.L2.global [a], %1;\n\t}" ::"l"(row),
-        "r"(bytes)
-        : "memory");
+    prefetch_l2(cv.residual + ((size_t(t.image) * g.height + t.h0 + dh) * g.width + t.w0) * cv.out_channels, bytes);
   }
 }
 
@@ -576,16 +598,16 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         }
         CUSYNC_HALO_STAMP(12, v);
         int* const rec = records + kRecordInts * s;
-        rec[0] = tile;
-        rec[1] = b_loads;
-        rec[2] = t.image;
-        rec[3] = t.h0;
-        rec[4] = t.w0;
-        rec[5] = t.a0;
-        rec[6] = nb;
-        rec[7] = out_tile;
-        rec[9] = share;
-        rec[8] = units;
+        rec[kRecTile] = tile;
+        rec[kRecBLoads] = b_loads;
+        rec[kRecImage] = t.image;
+        rec[kRecH0] = t.h0;
+        rec[kRecW0] = t.w0;
+        rec[kRecA0] = t.a0;
+        rec[kRecOutBlock] = nb;
+        rec[kRecOutTile] = out_tile;
+        rec[kRecUnits] = units;
+        rec[kRecShare] = share;
         mbar_expect_tx(full + 8 * s, p.halo_bytes + (p.resident_b ? 0 : kWeightBytes));
         tma_load_4d(stage, &p.x[ci], full + 8 * s, cb * kC, t.w0 - 1, t.h0 - 1, t.image);
         if (!p.resident_b)
@@ -602,7 +624,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     for (int i = 0; i < 2; ++i, ++v) {
       const int s = v % p.stages;
       acquire_stage(s);
-      records[kRecordInts * s] = kEnd;
+      records[kRecordInts * s + kRecTile] = kEnd;
       mbar_arrive(full + 8 * s);
     }
     CUSYNC_HALO_STAMP(3, halo_now());
@@ -626,8 +648,8 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     }
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(4, halo_now());
     const int* const rec = records + kRecordInts * (v0 % p.stages);
-    const int tile = rec[0];
-    const int b_loads = rec[1];
+    const int tile = rec[kRecTile];
+    const int b_loads = rec[kRecBLoads];
     // Every warp of the warpgroup has passed its turn wait and read the
     // cursor and the record before any thread hands the turn on (and the
     // other consumer rewrites the cursor): an end record has no wgmma to
@@ -648,8 +670,8 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     }
     const int ci = tile < p.tiles0 ? 0 : 1;
     const HaloConv<T> cv = p.conv[ci];
-    const int out_tile = rec[7], share = rec[9], nb = rec[6];
-    const cusync::HaloTile t{rec[2], rec[3], rec[4], rec[5]};
+    const int out_tile = rec[kRecOutTile], share = rec[kRecShare], nb = rec[kRecOutBlock];
+    const cusync::HaloTile t{rec[kRecImage], rec[kRecH0], rec[kRecW0], rec[kRecA0]};
     if (p.resident_b && b_loads != b_seen) {
       mbar_wait(wbar, (b_loads - 1) & 1);  // this conv's B: load b_loads completes phase b_loads - 1
       b_seen = b_loads;
@@ -661,7 +683,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     // tell (read from shared memory, they are not): wgmmas stay in flight
     // across this loop's back edge, and a branch ptxas thinks divergent would
     // serialize them.
-    const int ncb = __shfl_sync(~0u, rec[8], 0);
+    const int ncb = __shfl_sync(~0u, rec[kRecUnits], 0);
     for (int cb = 0; cb < ncb; ++cb) {
       // Use u = v / S of the stage waits for the full barrier's phase u,
       // parity u & 1. Units pass their full waits in v order (the turn orders
@@ -735,15 +757,9 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
                          d0, d1);
       __threadfence();
       const int group = kCoop ? 0 : c;  // the flag and barrier shared by the consumers of this tile
-      if constexpr (kCoop)
-        asm volatile("bar.sync 3, 256;" ::: "memory");
-      else
-        asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+      sync_tile_consumers<kCoop>(c);
       if (ctid == 0 && c == group) last_share[group] = atomicAdd(cv.counts + out_tile, 1) == cv.splits - 1;
-      if constexpr (kCoop)
-        asm volatile("bar.sync 3, 256;" ::: "memory");
-      else
-        asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+      sync_tile_consumers<kCoop>(c);
       if (!last_share[group]) continue;
       __threadfence();  // the other shares' sums, counted before this one's
       sum_shares<kBoth>(cv.partials + size_t(out_tile) * cv.splits * cusync::kHaloShareFloats + half, cv.splits, ctid, d0, d1);
@@ -768,10 +784,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     if (tid == 128 && k == 0) CUSYNC_HALO_STAMP(7, halo_now());
     if (ci == 0 && p.posts) {
       // The warpgroup's stores (cooperative: both), then one release: the tile is done.
-      if constexpr (kCoop)
-        asm volatile("bar.sync 3, 256;" ::: "memory");
-      else
-        asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+      sync_tile_consumers<kCoop>(c);
       if (tid % 128 == 0 && (!kCoop || c == 0)) {
         __threadfence();
         cusync::semaphore_post_store(p.semaphores + out_tile, 1);
