@@ -472,7 +472,7 @@ def test_halo_conv_split_sync_buffer_holds_counts_and_every_shares_sums():
 
 @pytest.mark.parametrize("n,h,w", [(1, 56, 56), (2, 7, 7), (3, 13, 13), (1, 5, 150), (2, 3, 300), (1, 1, 1),
                                    (1, 40, 126), (1, 9, 128), (2, 14, 14), (1, 28, 28), (1, 3, 190), (1, 6, 61),
-                                   (3, 6, 6), (1, 8, 6)])
+                                   (3, 6, 6), (1, 8, 6), (24, 7, 7), (25, 3, 5), (23, 7, 7)])
 def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_reads(n, h, w):
     # The halo conv's tiling (cusync/halo_tiling.h), shared by its kernel's
     # stores and waits: every output pixel belongs to one tile, and a tile's
@@ -480,10 +480,11 @@ def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_r
     bw, rows, tiles = cs._cusync_cpu.halo_tiling(n, h, w)
     assert bw == (130 if w + 2 > 130 else w + 2)
     assert cs._cusync_cpu.halo_tile_count(n, h, w) == len(tiles)
-    # Paired (an image's padded grid fits one 64-row chain): a tile is two
-    # images, chain c (rows 64 c ..) image 2 t + c's positions from 0; its
-    # halo both images' padded grids.
-    paired = w + 2 <= 130 and h * bw <= 64
+    # Paired (an image's padded grid fits one 64-row chain, and enough images
+    # to fill the GPU with half as many tiles): a tile is two images, chain c
+    # (rows 64 c ..) image 2 t + c's positions from 0; its halo both images'
+    # padded grids.
+    paired = w + 2 <= 130 and h * bw <= 64 and n >= 24
 
     def chains(index, image, h0, w0, a0):
         """(image, h0, w0, first position) of each 64-row chain of a tile."""

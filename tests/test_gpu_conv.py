@@ -158,7 +158,8 @@ def halo_plan(n, h, w, c0, c1, c2, mode, policy, split_k=(1, 1)):
     (1, 56, 56, 64, 64, 64),      # ResNet's first pair: B resident, 26 tiles a conv
     (32, 56, 56, 64, 64, 64),     # 832 tiles a conv: persistent CTAs, the ring wraps
     (2, 13, 13, 128, 64, 128),    # B streamed: conv 1 two input blocks, conv 2 two output blocks
-    (3, 7, 7, 64, 128, 64),       # paired (two 7x7 images a tile), an odd batch; two output blocks posted apart
+    (3, 7, 7, 64, 128, 64),       # one chain a tile (too few images to pair); two output blocks posted apart
+    (25, 7, 7, 64, 128, 64),      # paired (two 7x7 images a tile), an odd batch
     (40, 7, 7, 512, 512, 512),    # paired, 160 tiles: pingpong, B streamed over 8 channel blocks
     (8, 28, 28, 128, 128, 128),
     (1, 6, 150, 64, 64, 64),      # the wide tiling: two tiles a row, halos over both
