@@ -146,7 +146,7 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
         # Its tiles cover the padded rows; a share is a run of 64-channel input blocks.
         t = cs.kernels.CONV_HALO_CONFIGS[0].tile
         kw["tile"] = (t.m, t.n, t.k)
-        positions = cs._cusync_cpu.halo_tile_count(n, size, size)
+        positions = cs._cusync_cpu.halo_tile_count(n, size, size, (c0, c1, c2))
         tiles_of = lambda c_out: positions * (c_out // 64)  # noqa: E731
         blocks_of = lambda f, c_in: c_in // 64  # noqa: E731
         rule, slots = halo_split_for, cs.H200.sms

@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
   int optin = 0, sms = 0;
   CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  while (halo_smem_bytes(1, p.stage_bytes, p.stages + 1) <= size_t(optin)) ++p.stages;
-  const size_t smem = halo_smem_bytes(1, p.stage_bytes, p.stages);
+  while (cusync::halo_smem_bytes(true, p.stage_bytes, p.stages + 1) <= optin) ++p.stages;
+  const size_t smem = cusync::halo_smem_bytes(true, p.stage_bytes, p.stages);
   auto kernel = halo_conv_kernel<__half, __half2>;
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   unsigned long long* stamps = nullptr;

@@ -270,7 +270,7 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
         pol = chosen_policy or Conv2DTileSync(*f2)
         if kernel == 2:
             # The halo conv's tiles cover the padded rows (cusync/halo_tiling.h).
-            positions = _cusync_cpu.halo_tile_count(images, height, width)
+            positions = _cusync_cpu.halo_tile_count(images, height, width, (in_channels, mid_channels, out_channels))
             g1 = (positions, math.ceil(mid_channels / t1.n))
             g2 = (positions, math.ceil(out_channels / t2.n))
         else:

@@ -131,8 +131,8 @@ NB_MODULE(_cusync_cpu, m) {
 
   m.def(
       "halo_tiling",
-      [](int images, int height, int width) {
-        const cusync::HaloTiling g = cusync::make_halo_tiling(images, height, width);
+      [](int images, int height, int width, bool row_tiles) {
+        const cusync::HaloTiling g = cusync::make_halo_tiling(images, height, width, row_tiles);
         std::vector<std::tuple<int, int, int, int, std::vector<int>>> out;
         for (int i = 0; i < g.tiles(); ++i) {
           const cusync::HaloTile t = g.tile(i);
@@ -140,34 +140,60 @@ NB_MODULE(_cusync_cpu, m) {
           g.for_each_dependency(i, [&](int d) { deps.push_back(d); });
           out.emplace_back(t.image, t.h0, t.w0, t.a0, std::move(deps));
         }
-        return std::make_tuple(g.bw, g.rows, std::move(out));
+        return std::make_tuple(g.bw, g.rows, g.span, std::move(out));
       },
-      nb::arg("images"), nb::arg("height"), nb::arg("width"),
-      "The halo conv's tiling (cusync/halo_tiling.h): (BW, R, [(image, h0, w0, a0, dependencies)] per tile), "
-      "a tile's dependencies being the tiles whose outputs its halo reads.");
+      nb::arg("images"), nb::arg("height"), nb::arg("width"), nb::arg("row_tiles") = false,
+      "The halo conv's tiling (cusync/halo_tiling.h; row_tiles: the row-tile tiling): (BW, R, span, [(image, h0, "
+      "w0, a0, dependencies)] per tile), a tile's dependencies being the tiles whose outputs its halo reads.");
+
+  m.def(
+      "halo_plan_row_tiles",
+      [](int images, int height, int width, std::tuple<int, int, int> channels) {
+        const auto [c0, c1, c2] = channels;
+        return cusync::plan_halo_tiling(images, height, width, c0, c1, c2).row_tiles;
+      },
+      nb::arg("images"), nb::arg("height"), nb::arg("width"), nb::arg("channels"),
+      "Padded rows a tile of the tiling the halo conv runs for this pair (channels: in, mid, out), 0 where it "
+      "runs 128-position tiles (cusync::plan_halo_tiling).");
+
+  m.def(
+      "halo_stages",
+      [](int images, int height, int width, std::tuple<int, int, int> channels, bool row_tiles) {
+        const auto [c0, c1, c2] = channels;
+        const cusync::HaloTiling g = cusync::make_halo_tiling(images, height, width, row_tiles);
+        return cusync::halo_stages(g, cusync::halo_resident_b(c0, c1, c2), cusync::kHaloSmemLimit);
+      },
+      nb::arg("images"), nb::arg("height"), nb::arg("width"), nb::arg("channels"), nb::arg("row_tiles"),
+      "Ring stages of the halo conv's shared memory on sm_90 for this pair under the given tiling.");
 
   m.def(
       "halo_tile_count",
-      [](int images, int height, int width) { return cusync::make_halo_tiling(images, height, width).tiles(); },
-      nb::arg("images"), nb::arg("height"), nb::arg("width"),
-      "Position tiles of the halo conv's tiling (cusync/halo_tiling.h), without building their dependency lists.");
+      [](int images, int height, int width, std::tuple<int, int, int> channels) {
+        const auto [c0, c1, c2] = channels;
+        return cusync::plan_halo_tiling(images, height, width, c0, c1, c2).tiles();
+      },
+      nb::arg("images"), nb::arg("height"), nb::arg("width"), nb::arg("channels"),
+      "Position tiles of the tiling the halo conv runs for this pair (channels: in, mid, out; "
+      "cusync/halo_tiling.h), without building their dependency lists.");
 
   m.def(
       "halo_second_half_live",
-      [](int images, int height, int width) {
-        const cusync::HaloTiling g = cusync::make_halo_tiling(images, height, width);
+      [](int images, int height, int width, bool row_tiles) {
+        const cusync::HaloTiling g = cusync::make_halo_tiling(images, height, width, row_tiles);
         std::vector<bool> out;
         for (int i = 0; i < g.tiles(); ++i) out.push_back(g.second_half_live(i));
         return out;
       },
-      nb::arg("images"), nb::arg("height"), nb::arg("width"),
+      nb::arg("images"), nb::arg("height"), nb::arg("width"), nb::arg("row_tiles") = false,
       "Per tile of the halo conv's tiling: whether its second 64-row chain (positions 64..127; paired: the "
       "second image) holds an output pixel.");
 
   m.def(
       "halo_one_chain",
-      [](int images, int height, int width) { return cusync::make_halo_tiling(images, height, width).one_chain(); },
-      nb::arg("images"), nb::arg("height"), nb::arg("width"),
+      [](int images, int height, int width, bool row_tiles) {
+        return cusync::make_halo_tiling(images, height, width, row_tiles).one_chain();
+      },
+      nb::arg("images"), nb::arg("height"), nb::arg("width"), nb::arg("row_tiles") = false,
       "Whether no tile of the halo conv's tiling has a pixel in its second 64-row chain (the kernel then runs "
       "one chain a tile).");
 

@@ -472,19 +472,26 @@ def test_halo_conv_split_sync_buffer_holds_counts_and_every_shares_sums():
 
 @pytest.mark.parametrize("n,h,w", [(1, 56, 56), (2, 7, 7), (3, 13, 13), (1, 5, 150), (2, 3, 300), (1, 1, 1),
                                    (1, 40, 126), (1, 9, 128), (2, 14, 14), (1, 28, 28), (1, 3, 190), (1, 6, 61),
-                                   (3, 6, 6), (1, 8, 6), (24, 7, 7), (25, 3, 5), (23, 7, 7)])
-def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_reads(n, h, w):
+                                   (3, 6, 6), (1, 8, 6), (24, 7, 7), (25, 3, 5), (23, 7, 7), (2, 57, 57),
+                                   (1, 5, 100)])
+@pytest.mark.parametrize("row_tiles", [False, True], ids=["positions", "rows"])
+def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_reads(n, h, w, row_tiles):
     # The halo conv's tiling (cusync/halo_tiling.h), shared by its kernel's
     # stores and waits: every output pixel belongs to one tile, and a tile's
     # dependencies are exactly the tiles that write a pixel of its halo.
-    bw, rows, tiles = cs._cusync_cpu.halo_tiling(n, h, w)
+    bw, rows, span, tiles = cs._cusync_cpu.halo_tiling(n, h, w, row_tiles)
     assert bw == (130 if w + 2 > 130 else w + 2)
-    assert cs._cusync_cpu.halo_tile_count(n, h, w) == len(tiles)
     # Paired (an image's padded grid fits one 64-row chain, and enough images
     # to fill the GPU with half as many tiles): a tile is two images, chain c
     # (rows 64 c ..) image 2 t + c's positions from 0; its halo both images'
     # padded grids.
     paired = w + 2 <= 130 and h * bw <= 64 and n >= 24
+    # Row tiles (narrow, not paired, BW <= 128): floor(128 / BW) whole padded rows a
+    # tile, from position 0 of a row; positions past them computed, not stored.
+    rowwise = row_tiles and w + 2 <= 128 and not paired
+    assert span == ((128 // bw) * bw if rowwise else 128)
+    if rowwise:
+        assert rows == 128 // bw + 2 and all(a0 == 0 for _, _, _, a0, _ in tiles)
 
     def chains(index, image, h0, w0, a0):
         """(image, h0, w0, first position) of each 64-row chain of a tile."""
@@ -493,21 +500,21 @@ def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_r
         return [(image, h0, w0, a0), (image, h0, w0, a0 + 64)]
 
     # A tile's second chain is live exactly where it owns a pixel there.
-    live = cs._cusync_cpu.halo_second_half_live(n, h, w)
+    live = cs._cusync_cpu.halo_second_half_live(n, h, w, row_tiles)
     want = [False] * len(tiles)
     for index, (image, h0, w0, a0, _) in enumerate(tiles):
         im, y0, x0, first = chains(index, image, h0, w0, a0)[1]
         for q in range(first, first + 64):
-            if im < n and y0 + q // bw < h and x0 + q % bw < w:
+            if im < n and y0 + q // bw < h and x0 + q % bw < w and q - a0 < span:
                 want[index] = True
     assert live == want
-    assert cs._cusync_cpu.halo_one_chain(n, h, w) == (not any(want))
+    assert cs._cusync_cpu.halo_one_chain(n, h, w, row_tiles) == (not any(want))
     owner = {}
     for index, (image, h0, w0, a0, _) in enumerate(tiles):
         for im, y0, x0, first in chains(index, image, h0, w0, a0):
             for q in range(first, first + 64):
                 y, x = y0 + q // bw, x0 + q % bw
-                if im < n and y < h and x < w:
+                if im < n and y < h and x < w and q - a0 < span:
                     assert (im, y, x) not in owner
                     owner[(im, y, x)] = index
     assert len(owner) == n * h * w
@@ -521,5 +528,27 @@ def test_halo_tiling_covers_every_pixel_once_and_waits_on_exactly_the_tiles_it_r
         read = {owner[(image, y, x)] for y in range(max(0, h0 - 1), min(h, h0 + rows - 1))
                 for x in range(max(0, w0 - 1), min(w, w0 + bw - 1))}
         assert sorted(read) == deps
-        # Tap (2, 2) of the tile's last position stays inside the box.
-        assert a0 + 127 + 2 * bw + 2 < rows * bw
+        if rowwise:
+            # Tap (2, 2) of the tile's last pixel stays inside the box.
+            assert (128 // bw - 1) * bw + w - 1 + 2 * bw + 2 < rows * bw
+        else:
+            # Tap (2, 2) of the tile's last position stays inside the box.
+            assert a0 + 127 + 2 * bw + 2 < rows * bw
+
+
+@pytest.mark.parametrize("n,h,w,channels,stages,row_tiles", [
+    (1, 56, 56, (256, 256, 256), (1, 2), 2),  # VGG's 56x56x256: a 44.5 KB halo and a streamed B fit once
+    (32, 56, 56, (64, 64, 64), (3, 4), 0),    # ResNet's first pair: B resident, three stages already
+    (1, 56, 56, (64, 128, 64), (1, 2), 2),
+    (1, 28, 28, (512, 512, 512), (2, 2), 0),  # two stages already
+    (1, 112, 112, (64, 128, 128), (1, 1), 0),  # one row a tile saves too little to fit a second
+    (1, 6, 150, (64, 128, 64), (1, 1), 0),    # wide: no row tiles
+])
+def test_halo_conv_takes_row_tiles_exactly_where_they_fit_a_second_stage(n, h, w, channels, stages, row_tiles):
+    # cusync::plan_halo_tiling: the tiling the kernel runs, and the one its
+    # sync buffer and the planner count tiles of.
+    assert (cs._cusync_cpu.halo_stages(n, h, w, channels, False),
+            cs._cusync_cpu.halo_stages(n, h, w, channels, True)) == stages
+    assert cs._cusync_cpu.halo_plan_row_tiles(n, h, w, channels) == row_tiles
+    _, _, _, tiles = cs._cusync_cpu.halo_tiling(n, h, w, row_tiles > 0)
+    assert cs._cusync_cpu.halo_tile_count(n, h, w, channels) == len(tiles)

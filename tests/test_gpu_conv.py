@@ -163,7 +163,9 @@ def halo_plan(n, h, w, c0, c1, c2, mode, policy, split_k=(1, 1)):
     (40, 7, 7, 512, 512, 512),    # paired, 160 tiles: pingpong, B streamed over 8 channel blocks
     (8, 28, 28, 128, 128, 128),
     (1, 6, 150, 64, 64, 64),      # the wide tiling: two tiles a row, halos over both
-    (1, 56, 56, 64, 128, 64),     # one stage (a 44 KB halo and its streamed 72 KB B): the end records
+    (1, 56, 56, 64, 128, 64),     # row tiles (two padded rows a tile): two stages where 128 positions fit one
+    (2, 57, 57, 128, 64, 128),    # row tiles, odd size, B streamed over two channel blocks
+    (1, 5, 150, 64, 128, 64),     # one stage (wide: a 50 KB halo and its streamed 72 KB B): the end records
 ])
 def test_halo_conv_matches_xla_every_policy_and_mode(n, h, w, c0, c1, c2, dtype):
     # Kernel family 2: each tile's input loaded once as a halo, its 9 taps

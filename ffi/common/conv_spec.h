@@ -67,9 +67,11 @@ struct ConvPairSpec {
   int64_t consumer_k_blocks() const {
     return int64_t{filter_r2} * filter_s2 * ((mid_channels + tile_k2 - 1) / tile_k2);
   }
-  // What conv_dependency needs to map a consumer step to the producer region.
+  // The halo conv's tiling of this pair (its semaphores and its kernel's tiles).
   cusync::HaloTiling halo_tiling() const {
-    return cusync::make_halo_tiling(static_cast<int>(images), static_cast<int>(height), static_cast<int>(width));
+    return cusync::plan_halo_tiling(static_cast<int>(images), static_cast<int>(height), static_cast<int>(width),
+                                    static_cast<int>(in_channels), static_cast<int>(mid_channels),
+                                    static_cast<int>(out_channels));
   }
   cusync::ConvGeometry consumer_geometry() const {
     return cusync::ConvGeometry{static_cast<int>(height), static_cast<int>(width),

@@ -128,19 +128,18 @@ Error run(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t stream, cons
   p.waits_per_tile = s.policy.kind == cusync::PolicyKind::kRowSync;
   // Resident B where each conv has one block of it, so a CTA loads it at
   // most twice; else every stage carries its unit's block.
-  p.resident_b = p.conv[0].cb == 1 && p.conv[0].nb == 1 && p.conv[1].cb == 1 && p.conv[1].nb == 1;
+  p.resident_b = cusync::halo_resident_b(static_cast<int>(s.in_channels), static_cast<int>(s.mid_channels),
+                                         static_cast<int>(s.out_channels));
   p.halo_bytes = p.tiling.box_positions() * kRowBytes;
-  p.halo_stage_bytes = (p.tiling.read_positions() * kRowBytes + 1023) / 1024 * 1024;
-  p.stage_bytes = p.halo_stage_bytes + (p.resident_b ? 0 : kWeightBytes);
-  p.stages = 0;  // as many as fit
-  while (halo_smem_bytes(p.resident_b, p.stage_bytes, p.stages + 1) <= size_t(device.max_smem_per_block))
-    ++p.stages;
+  p.halo_stage_bytes = p.tiling.halo_stage_bytes();
+  p.stage_bytes = p.tiling.stage_bytes(p.resident_b);
+  p.stages = cusync::halo_stages(p.tiling, p.resident_b, device.max_smem_per_block);  // as many as fit
   if (p.stages < 1)
     return Error::InvalidArgument("cusync_jax: the halo conv needs " +
-                                  std::to_string(halo_smem_bytes(p.resident_b, p.stage_bytes, 1)) +
+                                  std::to_string(cusync::halo_smem_bytes(p.resident_b, p.stage_bytes, 1)) +
                                   " bytes of shared memory per block for a " + std::to_string(s.width) +
                                   "-wide image; this GPU offers " + std::to_string(device.max_smem_per_block));
-  const size_t smem = halo_smem_bytes(p.resident_b, p.stage_bytes, p.stages);
+  const size_t smem = cusync::halo_smem_bytes(p.resident_b, p.stage_bytes, p.stages);
 
   const auto stage_params = [&](int stage, bool synced) {
     HaloParams<T> q = p;

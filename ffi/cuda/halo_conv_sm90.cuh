@@ -80,6 +80,9 @@ enum RecordSlot : int {
   kRecordInts
 };
 static_assert(kWeightBytes % 1024 == 0, "the stages and their B blocks must start on 1024-byte boundaries");
+static_assert(kWeightBytes == cusync::kHaloWeightBytes && kRowBytes == cusync::kHaloRowBytes &&
+                  kRecordInts == cusync::kHaloRecordInts,
+              "cusync/halo_tiling.h sizes the shared memory laid out here");
 
 // One convolution of the launch.
 template <class T>
@@ -126,15 +129,7 @@ struct HaloParams {
 constexpr int kScratchWarpBytes = 16 * kRowBytes;
 constexpr int kScratchBytes = 8 * kScratchWarpBytes;
 static_assert(kScratchBytes % 1024 == 0, "the ring after the scratch starts on a 1024-byte boundary");
-
-// Dynamic shared memory a launch needs for `stages` stages: the alignment
-// slack, resident B, the epilogue's scratch, the barriers (wbar, two turns,
-// full and empty per stage), a record per stage (its tile, the B loads so
-// far) and the cursor.
-inline size_t halo_smem_bytes(int resident_b, int stage_bytes, int stages) {
-  return 1024 + (resident_b ? kWeightBytes : 0) + kScratchBytes + 24 +
-         size_t(stages) * (stage_bytes + 16 + 4 * kRecordInts) + 16;
-}
+static_assert(kScratchBytes == cusync::kHaloScratchBytes, "cusync/halo_tiling.h sizes the shared memory laid out here");
 
 #ifdef CUSYNC_HALO_STAMPS
 // Diagnostics (bench/halo_pair_probe.cu): 16 words a CTA, in host-mapped
@@ -384,7 +379,7 @@ __device__ __forceinline__ void prefetch_residual(const cusync::HaloTiling& g, c
     prefetch_l2(cv.residual + size_t(t.image) * g.height * g.width * cv.out_channels, bytes);
     return;
   }
-  const int last_row = min((t.a0 + cusync::kHaloTileM - 1) / g.bw, g.height - 1 - t.h0);
+  const int last_row = min((t.a0 + g.span - 1) / g.bw, g.height - 1 - t.h0);
   const int w_end = g.wide ? min(g.width, t.w0 + cusync::kHaloTileM) : g.width;
   const uint32_t bytes = uint32_t(w_end - t.w0) * cv.out_channels * sizeof(T);
   for (int dh = 0; dh <= last_row; ++dh) {
@@ -444,7 +439,8 @@ __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const Hal
     const int q = t.a0 + first_row + row;
     const int dh = q / g.bw;
     const int h = t.h0 + dh, w = t.w0 + q - dh * g.bw;
-    if (h >= g.height || w >= g.width) continue;  // a position off the image
+    // A position off the image, or past the tile's span (row tiles: the next tile's).
+    if (h >= g.height || w >= g.width || first_row + row >= g.span) continue;
     const size_t at = ((size_t(t.image) * g.height + h) * g.width + w) * cv.out_channels + nb * kC + 8 * chunk;
     if constexpr (kResidual) {
       const uint4 r = *reinterpret_cast<const uint4*>(cv.residual + at);
