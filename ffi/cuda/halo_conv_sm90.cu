@@ -100,16 +100,34 @@ Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream
   CUSYNC_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
       "raising the halo conv's shared memory limit");
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attrs[2]{};
+  int n_attrs = 0;
+  if (p.wait_prior_grid) {
+    attrs[n_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n_attrs++].val.programmaticStreamSerializationAllowed = 1;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(std::min(tiles, device.sm_count), 1, 1);
   config.blockDim = dim3(kThreads, 1, 1);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = &attr;
-  config.numAttrs = p.wait_prior_grid ? 1 : 0;
+  config.attrs = attrs;
+  if (p.multicast) {
+    // Clusters of two CTAs, a pair of position tiles each's work, as many as
+    // run at once (a GPC with an odd number of free SMs leaves one idle: a
+    // static schedule over more clusters than that would run a second wave).
+    attrs[n_attrs].id = cudaLaunchAttributeClusterDimension;
+    attrs[n_attrs++].val.clusterDim = {2, 1, 1};
+    config.numAttrs = n_attrs;
+    config.gridDim = dim3(2, 1, 1);  // (a whole cluster, for the query)
+    int clusters = 0;
+    CUSYNC_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config),
+                                "counting the halo conv's clusters");
+    const HaloConv<T>& cv = p.conv[p.begin < p.tiles0 ? 0 : 1];
+    const int pairs = (p.positions + 1) / 2 * cv.nb * cv.splits;
+    config.gridDim = dim3(2 * std::max(1, std::min(pairs, clusters)), 1, 1);
+  }
+  config.numAttrs = n_attrs;
   CUSYNC_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, p), what);
   return cuda_error(cudaGetLastError(), what);
 }
@@ -122,6 +140,7 @@ Error run(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t stream, cons
   if (auto e = set_conv<T>(s, b, layout, 0, &p); e.failure()) return e;
   if (auto e = set_conv<T>(s, b, layout, 1, &p); e.failure()) return e;
   const int positions = p.tiling.tiles();
+  p.positions = positions;
   p.tiles0 = positions * p.conv[0].nb * p.conv[0].splits;
   const int tiles1 = positions * p.conv[1].nb * p.conv[1].splits;
   p.semaphores = b.sync + cusync::kSyncHeaderWords;
@@ -151,6 +170,8 @@ Error run(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t stream, cons
     q.waits = synced && stage == 1;
     q.started = synced && stage == 0 ? b.sync + cusync::kProducerStarted : nullptr;
     q.wait_prior_grid = !synced && stage == 1;  // serial conv 2 behind conv 1
+    // B multicast (CUSYNC_HALO_MULTICAST builds): serial launches whose B streams.
+    q.multicast = CUSYNC_HALO_MULTICAST && !synced && !p.resident_b;
     return q;
   };
   switch (s.mode) {
