@@ -146,7 +146,7 @@ def describe(plan) -> str:
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
-             orders=(), skip=(), target_ms=timing.TARGET_MS, measure=timing.launch_ms):
+             orders=(), skip=(), target_ms=timing.TARGET_MS, measure=timing.launch_ms, heat_s=0.0):
     dtype = DTYPES[dtype_name]
     ops = make_inputs(tokens, hidden, ffn, activation, dtype, seed)
     flops = 2 * tokens * hidden * ffn * (2 if activation == "swiglu" else 1) + 2 * tokens * ffn * hidden
@@ -168,7 +168,7 @@ def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, d
             plans[impl] = describe(plan)
         timed[impl] = (timing.chained(step_for(kwargs, activation, plan), iters), ops, iters)
     samples = {}
-    ms = timing.alternate(timed, rounds, samples_out=samples, measure=measure)
+    ms = timing.alternate(timed, rounds, samples_out=samples, measure=measure, heat_s=heat_s)
     shape = dict(hidden=hidden, ffn=ffn, out=hidden, activation=activation)
     # Per-round times too: over_xla_paired, the median over rounds of xla / impl
     # within one round, cancels the drift of the GPU's clocks between rounds.
@@ -298,6 +298,10 @@ def main(argv=None):
     ap.add_argument("--skip", nargs="*", default=[],
                     help="variants to leave out (names as printed, e.g. TileSync-streams); xla, serial "
                          "and auto always run")
+    ap.add_argument("--heat-s", type=float, default=0.0,
+                    help="seconds each variant runs back to back before each of its timed launches: "
+                         "times it at the power cap a serving or training loop runs at (default 0: "
+                         "short alternated rounds)")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench" / "results",
@@ -324,7 +328,7 @@ def main(argv=None):
         result = {"commit": commit, "dirty": dirty, "device": device.device_kind,
                   "jax": jax.__version__,
                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "target_ms": args.target_ms, "timing": args.timing, "rows": rows}
+                  "target_ms": args.target_ms, "timing": args.timing, "heat_s": args.heat_s, "rows": rows}
         out.write_text(json.dumps(result, indent=1) + "\n")
 
     rows = []
@@ -333,7 +337,7 @@ def main(argv=None):
             for i, tokens in enumerate(args.tokens):
                 case = run_case(model, hidden, ffn, activation, dtype, tokens, args.rounds, seed=i,
                                 device=planner_device, orders=args.orders, skip=set(args.skip),
-                                target_ms=args.target_ms, measure=measure)
+                                target_ms=args.target_ms, measure=measure, heat_s=args.heat_s)
                 print_case(case)
                 rows.extend(case)
                 write(rows)  # after every case: a run cut short keeps what it measured

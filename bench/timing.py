@@ -51,14 +51,33 @@ def launch_ms(fn: Callable, args: Sequence) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+def heat(fn: Callable, args: Sequence, seconds: float) -> int:
+    """Launches fn back to back (no sync between) for about `seconds`; returns
+    how many. A GPU held busy that long settles at its power cap, where time
+    follows energy per call rather than the speed of one launch
+    (bench/NOTES_sm90.md, stop 28)."""
+    t0, n, out = time.perf_counter(), 0, None
+    while time.perf_counter() - t0 < seconds:
+        out = fn(*args)
+        n += 1
+        if n % 8 == 0:
+            jax.block_until_ready(out)  # a bounded queue, so the clock measures the GPU
+    if out is not None:
+        jax.block_until_ready(out)
+    return n
+
+
 def alternate(variants: Dict[str, tuple], rounds: int, warmup: int = 2,
               samples_out: Optional[Dict[str, list]] = None,
-              measure: Callable[[Callable, Sequence], float] = launch_ms) -> Dict[str, float]:
+              measure: Callable[[Callable, Sequence], float] = launch_ms,
+              heat_s: float = 0.0) -> Dict[str, float]:
     """variants: name -> (chained fn, args, iters). Returns name -> median ms per call;
     samples_out, if given, receives each variant's per-round times (round r of
     every variant ran in the same pass, so ratios of same-round samples cancel
     the GPU's slow drifts: see paired_ratio). measure: ms of one launch
-    (launch_ms, its wall time; device_time.busy_ms, the GPU's busy time)."""
+    (launch_ms, its wall time; device_time.busy_ms, the GPU's busy time).
+    heat_s: each timed launch follows heat_s seconds of the same variant back
+    to back (see heat), so every variant is timed at its own steady state."""
     for fn, args, _ in variants.values():
         for _ in range(warmup):
             launch_ms(fn, args)
@@ -68,6 +87,8 @@ def alternate(variants: Dict[str, tuple], rounds: int, warmup: int = 2,
         # Rotate the starting variant too, so none is always first after a pause.
         for name in names[r % len(names):] + names[:r % len(names)]:
             fn, args, iters = variants[name]
+            if heat_s > 0:
+                heat(fn, args, heat_s)
             samples[name].append(measure(fn, args) / iters)
     if samples_out is not None:
         samples_out.update(samples)

@@ -22,7 +22,7 @@ def run_bench(name, *args, env=None):
 def test_mlp_bench(tmp_path):
     run_bench("mlp.py", "--hidden", "64", "--ffn", "64", "--tokens", "32", "--dtype", "float16",
               "--rounds", "1", "--variants", "grouped:2,tile=32x64x64", "--skip", "TileSync-streams",
-              "--commit", "abc", "--dirty", "0",
+              "--heat-s", "0.01", "--commit", "abc", "--dirty", "0",
               "--out-dir", str(tmp_path))
     result = json.loads((tmp_path / "cpu-mlp.json").read_text())
     impls = {r["impl"] for r in result["rows"]}
@@ -32,7 +32,36 @@ def test_mlp_bench(tmp_path):
     assert xla["over_xla_paired"] == 1.0 and len(xla["rounds_ms"]) == 1
     plans = {r["impl"]: r.get("plan", "") for r in result["rows"]}
     assert plans["serial@grouped:2,tile=32x64x64"].startswith("32x64x64 ")
-    assert result["commit"] == "abc" and result["dirty"] is False
+    assert result["commit"] == "abc" and result["dirty"] is False and result["heat_s"] == 0.01
+
+
+def test_alternate_heats_each_variant_before_each_timed_launch():
+    # bench/timing.py: with heat_s, every timed launch of a variant follows
+    # that variant run back to back (its own steady state at the power cap).
+    sys.path.insert(0, str(BENCH))
+    try:
+        import timing
+    finally:
+        sys.path.remove(str(BENCH))
+    import jax.numpy as jnp
+    calls = []
+
+    def variant(name):
+        def fn(x):
+            calls.append(name)
+            return x + 1
+        return fn, (jnp.zeros(4),), 1
+
+    timed = []
+    timing.alternate({"a": variant("a"), "b": variant("b")}, rounds=2, warmup=0, heat_s=0.02,
+                     measure=lambda fn, args: timed.append(len(calls)) or fn(*args) is None or 1.0)
+    # Before each of the 4 timed launches, the same variant ran at least once more.
+    assert len(timed) == 4
+    starts = [0] + [t + 1 for t in timed[:-1]]
+    for start, end in zip(starts, timed):
+        heated = calls[start:end]
+        assert heated and len(set(heated)) == 1
+    assert timing.heat(variant("c")[0], (jnp.zeros(4),), 0.0) == 0
 
 
 def test_conv_bench(tmp_path):
