@@ -11,6 +11,8 @@
 #   GPU_TESTS                    pytest arguments (default: -m gpu tests)
 #   BENCH_ARGS                   extra arguments of bench/mlp.py (default: the full sweep)
 #   SKIP_TESTS=1, SKIP_BENCH=1   leave a phase out
+#   BUILD_DIR                    CMake build folder (default build/gpu-check; another keeps a second
+#                                configuration, e.g. CUSYNC_HALO_MULTICAST=1, from rebuilding the first)
 #   TEST_TIMEOUT, BENCH_TIMEOUT  seconds before a phase is stopped (default 420, 360; the whole GPU
 #                                suite took ~260 s at 1bcdcf8, after a ~120 s build)
 set -uo pipefail
@@ -44,7 +46,7 @@ phase "building (log: build.log)"
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 export CUDAFLAGS="${CUDAFLAGS:-} --threads 0"  # compile the sm_80 and sm_90a passes in parallel
 start=$(date +%s)
-if ! "$PY" -m pip install --no-build-isolation --no-deps -v -C build-dir=build/gpu-check . > "$OUTDIR/build.log" 2>&1; then
+if ! "$PY" -m pip install --no-build-isolation --no-deps -v -C build-dir="${BUILD_DIR:-build/gpu-check}" . > "$OUTDIR/build.log" 2>&1; then
   tail -40 "$OUTDIR/build.log"
   echo "build failed"
   exit 1
