@@ -124,7 +124,7 @@ Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream
     CUSYNC_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config),
                                 "counting the halo conv's clusters");
     const HaloConv<T>& cv = p.conv[p.begin < p.tiles0 ? 0 : 1];
-    const int pairs = (p.positions + 1) / 2 * cv.nb * cv.splits;
+    const int pairs = cusync::halo_multicast_pairs(p.positions, cv.nb * cv.splits);
     config.gridDim = dim3(2 * std::max(1, std::min(pairs, clusters)), 1, 1);
   }
   config.numAttrs = n_attrs;

@@ -615,13 +615,13 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         // position tiles 2 (k / nbs) + rank, each's tile k % nbs (the same
         // output block and share: the same B).
         ci = p.begin < p.tiles0 ? 0 : 1;
-        const int nbs = p.conv[ci].nb * p.conv[ci].splits;
+        const int per_position = p.conv[ci].nb * p.conv[ci].splits;
         const int pair = int(blockIdx.x / 2) + taken * int(gridDim.x / 2);
         ++taken;
-        if (pair >= (p.positions + 1) / 2 * nbs) break;
-        const int position = 2 * (pair / nbs) + int(rank);
-        dummy = position >= p.positions;
-        local = position * nbs + pair % nbs;
+        if (pair >= cusync::halo_multicast_pairs(p.positions, per_position)) break;
+        local = cusync::halo_multicast_tile(pair, int(rank), p.positions, per_position);
+        dummy = local < 0;
+        if (dummy) local = p.positions * per_position;  // past the last tile: a zero halo
       } else {
         const int tile = p.begin + (p.counter ? atomicAdd(p.counter, 1) : blockIdx.x + taken * int(gridDim.x));
         ++taken;
