@@ -7,6 +7,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,12 @@ nb::capsule encapsulate(T* fn) {
 
 cusync::Stage make_stage(int rows, int cols, int slices, int tile_rows, int tile_cols, int order) {
   return cusync::Stage{rows, cols, slices, tile_rows, tile_cols, static_cast<cusync::TileOrder>(order)};
+}
+
+// The tiling the halo conv runs for a pair of these channels (in, mid, out).
+cusync::HaloTiling planned_halo_tiling(int images, int height, int width, std::tuple<int, int, int> channels) {
+  const auto [c0, c1, c2] = channels;
+  return cusync::plan_halo_tiling(images, height, width, c0, c1, c2);
 }
 
 }  // namespace
@@ -149,8 +156,7 @@ NB_MODULE(_cusync_cpu, m) {
   m.def(
       "halo_plan_row_tiles",
       [](int images, int height, int width, std::tuple<int, int, int> channels) {
-        const auto [c0, c1, c2] = channels;
-        return cusync::plan_halo_tiling(images, height, width, c0, c1, c2).row_tiles;
+        return planned_halo_tiling(images, height, width, channels).row_tiles;
       },
       nb::arg("images"), nb::arg("height"), nb::arg("width"), nb::arg("channels"),
       "Padded rows a tile of the tiling the halo conv runs for this pair (channels: in, mid, out), 0 where it "
@@ -182,8 +188,7 @@ NB_MODULE(_cusync_cpu, m) {
   m.def(
       "halo_tile_count",
       [](int images, int height, int width, std::tuple<int, int, int> channels) {
-        const auto [c0, c1, c2] = channels;
-        return cusync::plan_halo_tiling(images, height, width, c0, c1, c2).tiles();
+        return planned_halo_tiling(images, height, width, channels).tiles();
       },
       nb::arg("images"), nb::arg("height"), nb::arg("width"), nb::arg("channels"),
       "Position tiles of the tiling the halo conv runs for this pair (channels: in, mid, out; "

@@ -15,7 +15,9 @@
 #include <cutlass/cuda_host_adapter.hpp>
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
@@ -119,10 +121,19 @@ Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream
     attrs[n_attrs].id = cudaLaunchAttributeClusterDimension;
     attrs[n_attrs++].val.clusterDim = {2, 1, 1};
     config.numAttrs = n_attrs;
-    config.gridDim = dim3(2, 1, 1);  // (a whole cluster, for the query)
-    int clusters = 0;
-    CUSYNC_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config),
-                                "counting the halo conv's clusters");
+    // A driver query, once per kernel instance, shared memory size and kind
+    // of device (its SM count), not on every launch.
+    thread_local std::map<std::tuple<const void*, size_t, int>, int> max_clusters;
+    const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), smem, device.sm_count);
+    auto known = max_clusters.find(key);
+    if (known == max_clusters.end()) {
+      config.gridDim = dim3(2, 1, 1);  // (a whole cluster, for the query)
+      int count = 0;
+      CUSYNC_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&count, kernel, &config),
+                                  "counting the halo conv's clusters");
+      known = max_clusters.emplace(key, count).first;
+    }
+    const int clusters = known->second;
     const HaloConv<T>& cv = p.conv[p.begin < p.tiles0 ? 0 : 1];
     const int pairs = cusync::halo_multicast_pairs(p.positions, cv.nb * cv.splits);
     config.gridDim = dim3(2 * std::max(1, std::min(pairs, clusters)), 1, 1);
