@@ -255,16 +255,6 @@ def inputs(batch, size, c0, c1, c2, dtype, seed=0, residual=False):
     return tuple(a.astype(dtype) for a in ops)
 
 
-def build_options() -> dict:
-    """The experiments compiled into the CUDA backend ({} without one):
-    results of a build with one are not the default build's."""
-    try:
-        from cusync_jax import _cusync_cuda
-    except ImportError:
-        return {}
-    return dict(_cusync_cuda.build_options())
-
-
 def plot(rows, path: pathlib.Path):
     import matplotlib
     matplotlib.use("Agg")
@@ -366,7 +356,7 @@ def main():
             out.write_text(json.dumps({
                 "commit": commit, "dirty": dirty, "device": device.device_kind,
                 "jax": jax.__version__, "residual": args.residual, "out_activation": args.out_activation,
-                "timing": args.timing, "build_options": build_options(),
+                "timing": args.timing,
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "rows": rows}, indent=1) + "\n")
     plot(rows, out.with_suffix(".png"))

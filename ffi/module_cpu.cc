@@ -173,19 +173,6 @@ NB_MODULE(_cusync_cpu, m) {
       "Ring stages of the halo conv's shared memory on sm_90 for this pair under the given tiling.");
 
   m.def(
-      "halo_multicast_schedule",
-      [](int positions, int per_position) {
-        std::vector<std::pair<int, int>> out;
-        for (int k = 0; k < cusync::halo_multicast_pairs(positions, per_position); ++k)
-          out.emplace_back(cusync::halo_multicast_tile(k, 0, positions, per_position),
-                           cusync::halo_multicast_tile(k, 1, positions, per_position));
-        return out;
-      },
-      nb::arg("positions"), nb::arg("per_position"),
-      "The halo conv's filter-multicast schedule (cusync/halo_tiling.h): per pair, the tiles of its two CTAs "
-      "(-1: a dummy).");
-
-  m.def(
       "halo_tile_count",
       [](int images, int height, int width, std::tuple<int, int, int> channels) {
         return planned_halo_tiling(images, height, width, channels).tiles();

@@ -10,10 +10,6 @@
 
 #include "xla/ffi/api/ffi.h"
 
-#ifndef CUSYNC_HALO_MULTICAST
-#define CUSYNC_HALO_MULTICAST 0
-#endif
-
 namespace nb = nanobind;
 
 // Handlers, one per op (ffi/cuda/*.cu).
@@ -59,13 +55,4 @@ NB_MODULE(_cusync_cuda, m) {
                std::to_string(device_attribute(cudaDevAttrComputeCapabilityMinor, device));
       },
       nb::arg("device") = 0, "Compute capability of a CUDA device, e.g. '9.0'.");
-  m.def(
-      "build_options",
-      [] {
-        nb::dict d;
-        d["halo_multicast"] = CUSYNC_HALO_MULTICAST;
-        return d;
-      },
-      "Experiments compiled into this build (CMake reads them from the environment; all 0 by default): "
-      "halo_multicast, the halo conv's B multicast over clusters of two CTAs (cuda/halo_conv_sm90.cuh).");
 }

@@ -12,7 +12,7 @@
 #   BENCH_ARGS                   extra arguments of bench/mlp.py (default: the full sweep)
 #   SKIP_TESTS=1, SKIP_BENCH=1   leave a phase out
 #   BUILD_DIR                    CMake build folder (default build/gpu-check; another keeps a second
-#                                configuration, e.g. CUSYNC_HALO_MULTICAST=1, from rebuilding the first)
+#                                configuration from rebuilding the first)
 #   TEST_TIMEOUT, BENCH_TIMEOUT  seconds before a phase is stopped (default 420, 360; the whole GPU
 #                                suite took ~260 s at 1bcdcf8, after a ~120 s build)
 set -uo pipefail

@@ -552,19 +552,3 @@ def test_halo_conv_takes_row_tiles_exactly_where_they_fit_a_second_stage(n, h, w
     assert cs._cusync_cpu.halo_plan_row_tiles(n, h, w, channels) == row_tiles
     _, _, _, tiles = cs._cusync_cpu.halo_tiling(n, h, w, row_tiles > 0)
     assert cs._cusync_cpu.halo_tile_count(n, h, w, channels) == len(tiles)
-
-
-@pytest.mark.parametrize("positions,per_position", [(7, 8), (8, 8), (1, 4), (26, 1), (3, 2)])
-def test_halo_multicast_pairs_cover_every_tile_once_with_one_filter_block_a_pair(positions, per_position):
-    # cusync/halo_tiling.h's schedule for the filter multicast (two CTAs a
-    # cluster, each pair's two tiles reading the same filter block).
-    pairs = cs._cusync_cpu.halo_multicast_schedule(positions, per_position)
-    assert len(pairs) == (positions + 1) // 2 * per_position
-    tiles = [t for pair in pairs for t in pair if t >= 0]
-    assert sorted(tiles) == list(range(positions * per_position))
-    for first, second in pairs:
-        assert first >= 0 and first // per_position % 2 == 0  # rank 0: an even position tile
-        if second < 0:  # a dummy: only rank 1, past the last of an odd count
-            assert positions % 2 == 1 and first // per_position == positions - 1
-        else:  # the next position tile, the same output block and share
-            assert second - first == per_position

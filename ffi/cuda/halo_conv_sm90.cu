@@ -15,9 +15,7 @@
 #include <cutlass/cuda_host_adapter.hpp>
 
 #include <algorithm>
-#include <map>
 #include <string>
-#include <tuple>
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
@@ -102,43 +100,16 @@ Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream
   CUSYNC_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
       "raising the halo conv's shared memory limit");
-  cudaLaunchAttribute attrs[2]{};
-  int n_attrs = 0;
-  if (p.wait_prior_grid) {
-    attrs[n_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[n_attrs++].val.programmaticStreamSerializationAllowed = 1;
-  }
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(std::min(tiles, device.sm_count), 1, 1);
   config.blockDim = dim3(kThreads, 1, 1);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = attrs;
-  if (p.multicast) {
-    // Clusters of two CTAs, a pair of position tiles each's work, as many as
-    // run at once (a GPC with an odd number of free SMs leaves one idle: a
-    // static schedule over more clusters than that would run a second wave).
-    attrs[n_attrs].id = cudaLaunchAttributeClusterDimension;
-    attrs[n_attrs++].val.clusterDim = {2, 1, 1};
-    config.numAttrs = n_attrs;
-    // A driver query, once per kernel instance, shared memory size and kind
-    // of device (its SM count), not on every launch.
-    thread_local std::map<std::tuple<const void*, size_t, int>, int> max_clusters;
-    const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), smem, device.sm_count);
-    auto known = max_clusters.find(key);
-    if (known == max_clusters.end()) {
-      config.gridDim = dim3(2, 1, 1);  // (a whole cluster, for the query)
-      int count = 0;
-      CUSYNC_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&count, kernel, &config),
-                                  "counting the halo conv's clusters");
-      known = max_clusters.emplace(key, count).first;
-    }
-    const int clusters = known->second;
-    const HaloConv<T>& cv = p.conv[p.begin < p.tiles0 ? 0 : 1];
-    const int pairs = cusync::halo_multicast_pairs(p.positions, cv.nb * cv.splits);
-    config.gridDim = dim3(2 * std::max(1, std::min(pairs, clusters)), 1, 1);
-  }
-  config.numAttrs = n_attrs;
+  config.attrs = &attr;
+  config.numAttrs = p.wait_prior_grid ? 1 : 0;
   CUSYNC_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, p), what);
   return cuda_error(cudaGetLastError(), what);
 }
@@ -151,7 +122,6 @@ Error run(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t stream, cons
   if (auto e = set_conv<T>(s, b, layout, 0, &p); e.failure()) return e;
   if (auto e = set_conv<T>(s, b, layout, 1, &p); e.failure()) return e;
   const int positions = p.tiling.tiles();
-  p.positions = positions;
   p.tiles0 = positions * p.conv[0].nb * p.conv[0].splits;
   const int tiles1 = positions * p.conv[1].nb * p.conv[1].splits;
   p.semaphores = b.sync + cusync::kSyncHeaderWords;
@@ -181,8 +151,6 @@ Error run(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t stream, cons
     q.waits = synced && stage == 1;
     q.started = synced && stage == 0 ? b.sync + cusync::kProducerStarted : nullptr;
     q.wait_prior_grid = !synced && stage == 1;  // serial conv 2 behind conv 1
-    // B multicast (CUSYNC_HALO_MULTICAST builds): serial launches whose B streams.
-    q.multicast = CUSYNC_HALO_MULTICAST && !synced && !p.resident_b;
     return q;
   };
   switch (s.mode) {

@@ -30,16 +30,6 @@
 // units start), and orders the consumers' full-barrier waits in ring order,
 // which the parity waits on a ring shared by two consumers rely on.
 //
-// B multicast (compiled with CUSYNC_HALO_MULTICAST=1; an experiment, off by
-// default): a serial launch whose B streams runs in clusters of two CTAs that
-// take position tiles 2q and 2q + 1 of the same output block and share, and
-// each TMA-loads half of every unit's filter taps into both CTAs' stages, so
-// L2 serves each B block once for two tiles (VGG's layers moved 7-7.5 TB/s
-// from L2, 70 % of it B: bench/NOTES.md, stop 30). A stage is released to
-// the producers of both CTAs (the consumers arrive on both empty barriers),
-// a pair past the last position tile computes a zero halo and stores
-// nothing, and the CTAs leave together (the peer may still arrive on them).
-//
 // Layout facts (measured on an H200): with the descriptor's base offset left
 // 0, the A start may move by any number of 128-byte rows off the 1024-byte
 // swizzle boundary and wgmma reads the right chunks; B is read from HWIO as it
@@ -58,10 +48,6 @@
 #include "cusync/activation.h"  // Activation
 #include "cusync/halo_tiling.h"
 #include "cusync/semaphore.h"
-
-#ifndef CUSYNC_HALO_MULTICAST
-#define CUSYNC_HALO_MULTICAST 0
-#endif
 
 namespace cusync_halo {
 
@@ -132,8 +118,6 @@ struct HaloParams {
   int posts;          // conv 1's tiles post
   int resident_b;     // see the top of the file
   int wait_prior_grid;  // serial conv 2: launched as a programmatic dependent of conv 1 (see the producer)
-  int multicast;        // clusters of two sharing B (CUSYNC_HALO_MULTICAST builds, serial, B streamed)
-  int positions;        // tiling.tiles(): multicast pairs past it are dummies
   int halo_bytes;       // BW * R rows of 128 bytes: the halo's TMA transaction
   int halo_stage_bytes; // halo_bytes rounded up to 1024: where a stage's B block starts
   int stage_bytes;      // halo_stage_bytes, plus kWeightBytes when B streams
@@ -215,37 +199,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
       "%5}], [%6];" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-      : "memory");
-}
-
-// One TMA box into the same offset of the shared memory of every CTA of the
-// cluster in `mask`, each of whose mbarriers at `bar` counts its bytes.
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
-                                                      int c1, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-      : "memory");
-}
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-
-// Every thread of the cluster (both CTAs) meets here.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-}
-
-// An arrival on the mbarrier at the same offset in CTA `peer` of the cluster.
-__device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, uint32_t peer) {
-  asm volatile(
-      "{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, %0, %1;\n\t"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n\t}" ::"r"(bar),
-      "r"(peer)
       : "memory");
 }
 
@@ -559,33 +512,15 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
   const cusync::HaloTiling g = p.tiling;
 
   const int tid = threadIdx.x, wg = tid / 128;
-  // B multicast (see the top of the file): this CTA's rank in its pair, whose
-  // producer its consumers release every stage to as well.
-  const bool multicast = CUSYNC_HALO_MULTICAST && p.multicast;
-  const uint32_t rank = multicast ? cluster_rank() : 0;
-  const auto release = [&](int s) {
-    mbar_arrive(empty + 8 * s);
-    if (multicast) mbar_arrive_peer(empty + 8 * s, rank ^ 1);
-  };
   if (tid == 0) {
     *cursor = 0;
-    init_barriers(wbar, turn, full, empty, p.stages, (kCoop ? 8 : 4) * (multicast ? 2 : 1));
+    init_barriers(wbar, turn, full, empty, p.stages, kCoop ? 8 : 4);
   }
-  // The only CTA-wide barrier: the producer's idle threads exit below.
-  // (Multicast: the cluster's, so the peer's barriers are set before a load
-  // or an arrival reaches them; and every thread meets it again before it
-  // exits, so neither CTA leaves while the other may still arrive on it.)
-  if (multicast)
-    cluster_sync();
-  else
-    __syncthreads();
+  __syncthreads();  // the only CTA-wide barrier: the producer's idle threads exit below
   if (tid == 0) CUSYNC_HALO_STAMP(0, halo_now());
 
   if (wg == 0) {
-    if (tid != 0) {
-      if (multicast) cluster_sync();
-      return;
-    }
+    if (tid != 0) return;
     if (p.started != nullptr) atomicExch(p.started, 1);
     // Unit v goes to stage v % S, its u = v / S-th use, which waits for the
     // consumers' release of use u - 1 (the empty barrier's phase u - 1,
@@ -608,34 +543,17 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       // A launch without waits (serial) needs no order across CTAs: the
       // CTA's k-th tile is blockIdx.x + k * gridDim.x, and nothing is zeroed
       // before the launch.
-      int ci, local;       // the conv, and the tile's index among its tiles
-      bool dummy = false;  // multicast: a pair's second position tile past the last
-      if (multicast) {
-        // A serial launch (one conv), scheduled statically by pairs: pair k is
-        // position tiles 2 (k / nbs) + rank, each's tile k % nbs (the same
-        // output block and share: the same B).
-        ci = p.begin < p.tiles0 ? 0 : 1;
-        const int per_position = p.conv[ci].nb * p.conv[ci].splits;
-        const int pair = int(blockIdx.x / 2) + taken * int(gridDim.x / 2);
-        ++taken;
-        if (pair >= cusync::halo_multicast_pairs(p.positions, per_position)) break;
-        local = cusync::halo_multicast_tile(pair, int(rank), p.positions, per_position);
-        dummy = local < 0;
-        if (dummy) local = p.positions * per_position;  // past the last tile: a zero halo
-      } else {
-        const int tile = p.begin + (p.counter ? atomicAdd(p.counter, 1) : blockIdx.x + taken * int(gridDim.x));
-        ++taken;
-        if (v == 0) CUSYNC_HALO_STAMP(1, halo_now());
-        if (tile >= p.end) break;
-        CUSYNC_HALO_STAMP(2, tile);
-        ci = tile < p.tiles0 ? 0 : 1;
-        local = tile - (ci ? p.tiles0 : 0);
-      }
-      const int tile = (ci ? p.tiles0 : 0) + (dummy ? 0 : local);  // (a dummy's: any of its conv)
+      const int tile = p.begin + (p.counter ? atomicAdd(p.counter, 1) : blockIdx.x + taken * int(gridDim.x));
+      ++taken;
+      if (v == 0) CUSYNC_HALO_STAMP(1, halo_now());
+      if (tile >= p.end) break;
+      CUSYNC_HALO_STAMP(2, tile);
+      const int ci = tile < p.tiles0 ? 0 : 1;
       const HaloConv<T> cv = p.conv[ci];
       // Tiles of a conv: position tile major, then output block, then share.
       // (Unsplit, the common case, in one division: each costs tens of
       // instructions on the path from the counter to the tile's first load.)
+      const int local = tile - (ci ? p.tiles0 : 0);
       int out_tile = local, share = 0, units = cv.cb;
       if (kSplit && cv.splits > 1) {
         out_tile = local / cv.splits;
@@ -644,7 +562,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       }
       const int position = out_tile / cv.nb, nb = out_tile - position * cv.nb, cb0 = share * units;
       const cusync::HaloTile t = g.tile(position);
-      if (cv.residual != nullptr && share == 0 && !dummy) prefetch_residual(g, cv, t);
+      if (cv.residual != nullptr && share == 0) prefetch_residual(g, cv, t);
       if (p.resident_b && b_conv != ci) {
         // Every unit issued so far reads the old B: wait for their release
         // (the last use of each stage), then load this conv's.
@@ -685,21 +603,15 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         rec[kRecW0] = t.w0;
         rec[kRecA0] = t.a0;
         rec[kRecOutBlock] = nb;
-        rec[kRecOutTile] = dummy ? -1 : out_tile;  // a dummy: no epilogue
+        rec[kRecOutTile] = out_tile;
         rec[kRecUnits] = units;
         rec[kRecShare] = share;
         mbar_expect_tx(full + 8 * s, p.halo_bytes + (p.resident_b ? 0 : kWeightBytes));
         tma_load_4d(stage, &p.x[ci], full + 8 * s, cb * kC, t.w0 - 1, t.h0 - 1, t.image);
-        // (A dummy's halo lies past the last image: the TMA fills it with zeros.)
         if (!p.resident_b)
-          for (int tap = 0; tap < kTaps; ++tap) {
-            const uint32_t dst = stage + p.halo_stage_bytes + tap * kTapBytes;
-            const int row = (tap * cv.cb + cb) * kC;
-            if (!multicast)
-              tma_load_2d(dst, &p.w[ci], full + 8 * s, nb * kC, row);
-            else if (tap % 2 == int(rank))  // this CTA's half of the taps, into both
-              tma_load_2d_multicast(dst, &p.w[ci], full + 8 * s, nb * kC, row, 0x3);
-          }
+          for (int tap = 0; tap < kTaps; ++tap)
+            tma_load_2d(stage + p.halo_stage_bytes + tap * kTapBytes, &p.w[ci], full + 8 * s, nb * kC,
+                        (tap * cv.cb + cb) * kC);
       }
     }
     // Every load of this CTA is issued: a launch queued behind this one as
@@ -714,7 +626,6 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       mbar_arrive(full + 8 * s);
     }
     CUSYNC_HALO_STAMP(3, halo_now());
-    if (multicast) cluster_sync();
     return;
   }
 
@@ -746,14 +657,13 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       // Release the stage (with one stage the producer's second end record
       // waits for it: without this release a one-stage launch never ends),
       // pass the turn (and the cursor past this end record) and leave.
-      if (lane == 0) release(v0 % p.stages);
+      if (lane == 0) mbar_arrive(empty + 8 * (v0 % p.stages));
       if (!kCoop && tid % 128 == 0) {
         *cursor = v0 + 1;
         mbar_arrive(turn + 8 * (c ^ 1));
         CUSYNC_HALO_STAMP(8 + c, halo_now());
         CUSYNC_HALO_STAMP(10 + c, k / 2);
       }
-      if (multicast) cluster_sync();
       return;
     }
     const int ci = tile < p.tiles0 ? 0 : 1;
@@ -814,7 +724,7 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       const bool queue_units = p.stages > 2;
       if (queue_units && cb > 0) {
         wgmma_wait<3>();
-        if (lane == 0) release((v - 1) % p.stages);
+        if (lane == 0) mbar_arrive(empty + 8 * ((v - 1) % p.stages));
       }
       if (!kCoop && last) {
         // Hand the tensor cores (and the cursor) over with the last tap's 4
@@ -827,14 +737,13 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       }
       if (last || !queue_units) {
         wgmma_wait<0>();
-        if (lane == 0) release(s);  // this warp's reads of the stage are done
+        if (lane == 0) mbar_arrive(empty + 8 * s);  // this warp's reads of the stage are done
       }
     }
     // Nothing is in flight here (the last unit waited for all); said again
     // for ptxas, which cannot tell and would insert its own wait.
     wgmma_wait<0>();
     v_next = v0 + ncb;
-    if (multicast && out_tile < 0) continue;  // a multicast pair's dummy: nothing to store
     // The chains this consumer holds: both (pingpong), or its own in d0.
     constexpr bool kBoth = kTwoChains && !kCoop;
     if (kSplit && cv.splits > 1) {

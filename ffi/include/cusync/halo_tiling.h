@@ -183,21 +183,6 @@ CUSYNC_HD int halo_stages(const HaloTiling& g, bool resident_b, long long limit)
   return stages;
 }
 
-// The filter multicast's schedule (cuda/halo_conv_sm90.cuh, CUSYNC_HALO_MULTICAST
-// builds): a conv's tiles (position tile major, then its `per_position`
-// output blocks and shares) in pairs that share a filter block, one a CTA of
-// a two-CTA cluster: pair k gives CTA `rank` position tile 2 (k / per_position)
-// + rank, the same output block and share; where that position is past the
-// last (an odd count), the CTA's tile is a dummy (-1): it loads its half of
-// the filter and stores nothing.
-CUSYNC_HD int halo_multicast_pairs(int positions, int per_position) {
-  return (positions + 1) / 2 * per_position;
-}
-CUSYNC_HD int halo_multicast_tile(int pair, int rank, int positions, int per_position) {
-  const int position = 2 * (pair / per_position) + rank;
-  return position < positions ? position * per_position + pair % per_position : -1;
-}
-
 // B is resident where each conv of the pair has one 64-channel block in and out.
 CUSYNC_HD bool halo_resident_b(int in_channels, int mid_channels, int out_channels) {
   return in_channels == 64 && mid_channels == 64 && out_channels == 64;
