@@ -90,12 +90,12 @@ int main(int argc, char** argv) {
   p.semaphores = sync + 8;
   p.resident_b = 1;
   p.halo_bytes = g.box_positions() * kRowBytes;
-  p.halo_stage_bytes = (g.read_positions() * kRowBytes + 1023) / 1024 * 1024;
-  p.stage_bytes = p.halo_stage_bytes;
+  p.halo_stage_bytes = g.halo_stage_bytes();
+  p.stage_bytes = g.stage_bytes(true);
   int optin = 0, sms = 0;
   CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  while (cusync::halo_smem_bytes(true, p.stage_bytes, p.stages + 1) <= optin) ++p.stages;
+  p.stages = cusync::halo_stages(g, true, optin);
   const size_t smem = cusync::halo_smem_bytes(true, p.stage_bytes, p.stages);
   auto kernel = halo_conv_kernel<__half, __half2>;
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
