@@ -1,13 +1,14 @@
 """Writes the tuned table policy="auto" reads (cusync_jax/tuned/<device>-mlp.json
-or <device>-conv.json) from a bench/mlp.py or bench/conv.py result: per case
+or <device>-conv.json) from bench/mlp.py or bench/conv.py results: per case
 the fastest of xla, serial and every policy/mode row. A synced row must beat
 XLA by MARGIN to be chosen; otherwise the case falls back to XLA's ops.
 
-    python bench/tune.py bench/results/h200-mlp.json
+    python bench/tune.py bench/results/h200-mlp.json [more MLP results]
     python bench/tune.py bench/results/h200-conv.json [more conv results]
 
-Several conv results (runs of other rows, same kernels) merge per case: the
-fastest row of any of them against XLA's fastest time in any of them. Only
+Several results of one kind (runs of other rows or repeats, same kernels)
+merge per case: the fastest row of any of them against XLA's fastest time in
+any of them. Only
 device-timed conv results (bench/conv.py --timing device) are judged; the
 cases of loop-timed ones fall back to XLA.
 """
@@ -64,13 +65,18 @@ def shape_of(row: dict) -> dict:
     return dict(hidden=hidden, ffn=ffn, out=hidden, activation=activation)
 
 
-def entries(result: dict) -> list:
+def entries(results: list) -> list:
+    """One entry per (model, dtype, tokens) over MLP results: the fastest row
+    of ours in any of them against XLA's shortest time in any of them (both at
+    their best, as conv_entries: a case that wins in one run because XLA ran
+    slow there and loses in the next is no win)."""
     cases = {}
-    for r in result["rows"]:
-        cases.setdefault((r["model"], r["dtype"], r["tokens"]), []).append(r)
+    for result in results:
+        for r in result["rows"]:
+            cases.setdefault((r["model"], r["dtype"], r["tokens"]), []).append(r)
     out = []
     for (model, dtype, tokens), rows in sorted(cases.items()):
-        xla = next(r["ms"] for r in rows if r["impl"] == "xla")
+        xla = min(r["ms"] for r in rows if r["impl"] == "xla")
         # (Rows with launch options, e.g. serial@overlap=1, are left out: the
         # table names a plan by tile, policy, mode and order only, so it would
         # replay them without the option.)
@@ -136,7 +142,7 @@ def conv_entries(results: list) -> list:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("result", type=pathlib.Path, nargs="+",
-                    help="a bench/mlp.py result (<device>-mlp.json), or bench/conv.py results")
+                    help="bench/mlp.py results (<device>-mlp.json), or bench/conv.py results")
     ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "cusync_jax" / "tuned")
     args = ap.parse_args(argv)
     results = [json.loads(p.read_text()) for p in args.result]
@@ -145,8 +151,6 @@ def main(argv=None):
     if len(set(kinds)) > 1:
         ap.error(f"result: mixes bench/conv.py and bench/mlp.py results ({', '.join(kinds)})")
     is_conv = kinds[0] == "conv"
-    if not is_conv and len(results) > 1:
-        ap.error("result: one bench/mlp.py result at a time")
     # The table's cases are plain pairs or ResNet blocks, not both: a run with
     # the residual add times another epilogue.
     if is_conv and len({bool(r.get("residual")) for r in results}) > 1:
@@ -156,9 +160,9 @@ def main(argv=None):
     if len({r["device"] for r in results}) > 1:
         ap.error("result: the results come from different devices")
     commits = [r["commit"] for r in results]
-    table = {"device": result["device"], "measured_commit": commits if is_conv else commits[0],
+    table = {"device": result["device"], "measured_commit": commits if len(commits) > 1 or is_conv else commits[0],
              "measured_dirty": any(r["dirty"] for r in results), "date": max(r["date"] for r in results),
-             "margin": MARGIN, "entries": conv_entries(results) if is_conv else entries(result)}
+             "margin": MARGIN, "entries": conv_entries(results) if is_conv else entries(results)}
     if is_conv:
         table["measured_timing"] = [r.get("timing", "loop") for r in results]
         table["residual"] = bool(result.get("residual"))

@@ -263,6 +263,32 @@ def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path)
                                                                                  [128, 192, 64]]
 
 
+def test_bench_tune_merges_mlp_runs_at_each_side_best(tmp_path):
+    tune = load_bench_tune()
+
+    def run(name, cases):
+        rows = [dict(SHAPE, model="custom", dtype="float16", tokens=tokens, impl=impl, ms=ms,
+                     **({"plan": "128x128x64 RowSync fused grouped"} if impl != "xla" else {}))
+                for tokens, impl, ms in cases]
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device": "NVIDIA T100", "commit": name, "dirty": False, "date": "d",
+                                    "rows": rows}))
+        return str(path)
+    # 4096 tokens: a win in run a where XLA ran slow (1.10 / 1.05), a loss in
+    # the repeat b; at each side's best (1.00 / 1.03) it falls back. 512: a
+    # win in both runs, against XLA's best (1.00 / 0.90).
+    a = run("a", [(4096, "xla", 1.10), (4096, "RowSync-fused", 1.05), (512, "xla", 1.00),
+                  (512, "RowSync-fused", 0.92)])
+    b = run("b", [(4096, "xla", 1.00), (4096, "RowSync-fused", 1.03), (512, "xla", 1.02),
+                  (512, "RowSync-fused", 0.90)])
+    tune.main([a, b, "--out-dir", str(tmp_path / "tuned")])
+    table = json.loads((tmp_path / "tuned" / "t100-mlp.json").read_text())
+    assert table["measured_commit"] == ["a", "b"]
+    small, large = table["entries"]
+    assert (small["tokens"], small["impl"], small["speedup_over_xla"]) == (512, "RowSync-fused", round(1 / 0.9, 3))
+    assert (large["tokens"], large["impl"], large["speedup_over_xla"]) == (4096, "xla", round(1 / 1.03, 3))
+
+
 def test_float32_on_a_gpu_runs_xla_under_auto(table):
     # The GPU kernels take float16 and bfloat16: auto never plans them for float32.
     assert cs.plan_mlp(1024, 1024, 512, device=table, dtype=jnp.float32).fallback
@@ -349,13 +375,13 @@ def test_bench_tune_merges_conv_runs_at_each_side_best(tmp_path):
     assert json.loads((tmp_path / "tuned" / "t100-conv.json").read_text())["measured_commit"] == ["a", "b", "c", "d"]
     with pytest.raises(SystemExit):
         tune.main([a, e, "--out-dir", str(tmp_path / "tuned")])
-    # MLP results do not merge: one at a time.
+    # An MLP result does not merge with conv results.
     mlp = tmp_path / "t100-mlp.json"
     mlp.write_text(json.dumps({"device": "NVIDIA T100", "commit": "c", "dirty": False, "date": "d",
                                "rows": [dict(SHAPE, model="custom", dtype="float16", tokens=256, impl="xla",
                                              ms=1.0)]}))
     with pytest.raises(SystemExit):
-        tune.main([str(mlp), str(mlp), "--out-dir", str(tmp_path / "tuned")])
+        tune.main([a, str(mlp), "--out-dir", str(tmp_path / "tuned")])
 
 
 def test_bench_conv_row_names_say_their_plan():
