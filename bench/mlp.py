@@ -20,7 +20,6 @@ table with speedups over xla and over serial.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import math
@@ -100,7 +99,6 @@ def order_kwargs(text: str) -> dict:
     tile order ('grouped:4' -> order="grouped", group_rows=4; 'column_major'),
     'tile=128x64x64', 'cluster=2' (cluster_m), 'overlap=1' (serial's consumer
     launched as a programmatic dependent of the producer; overlap=0 is the default),
-    'prefetch=1' (the loader prefetches weight k-blocks into L2 ahead of their loads),
     'mma=pingpong' or 'mma=cooperative' (mma_schedule of whole 128x128 tiles), 'sk=11' (stream-K for
     the producer and the consumer GEMM, serial rows only; sk=10 the producer alone)."""
     kw = {}
@@ -110,10 +108,8 @@ def order_kwargs(text: str) -> dict:
             kw["tile"] = cs.TileShape(*(int(v) for v in value.split("x")))
         elif eq and key == "cluster":
             kw["cluster_m"] = int(value)
-        elif eq and key in ("overlap", "prefetch"):
-            field = "overlap_launches" if key == "overlap" else "prefetch_weights"
-            kw["optimizations"] = dataclasses.replace(kw.get("optimizations", cs.Optimizations()),
-                                                      **{field: bool(int(value))})
+        elif eq and key == "overlap":
+            kw["optimizations"] = cs.Optimizations(overlap_launches=bool(int(value)))
         elif eq and key == "sk":
             # sk=PC: stream-K for the producer (P) and consumer (C), 1 or 0 each (serial mode only)
             if len(value) != 2 or set(value) - {"0", "1"}:
@@ -146,9 +142,7 @@ def describe(plan) -> str:
     mma = f" mma={plan.mma_schedule}" if plan.mma_schedule != "auto" else ""
     # (The tuned table cannot replay launch options: bench/tune.py skips such rows.)
     overlap = " overlap" if plan.optimizations.overlap_launches else ""
-    prefetch = " prefetch" if plan.optimizations.prefetch_weights else ""
-    return (f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}{stream_k}{mma}"
-            f"{overlap}{prefetch}")
+    return f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}{stream_k}{mma}{overlap}"
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,

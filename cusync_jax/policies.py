@@ -105,11 +105,6 @@ class Optimizations:
                           A is read only once the producer has completed. Off by
                           default: on the H200 it gains 0-3 % on the LLaMA MLPs and
                           loses up to 5 % on GPT-3's at 256 tokens (bench/NOTES_sm90.md).
-    prefetch_weights:     Hopper MLP kernel: the loader asks L2 for each GEMM's weight
-                          (B) k-block twice the pipeline's depth before it loads it, so
-                          more weight bytes are in flight than the shared-memory stages
-                          hold. An experiment for the token counts where a CTA runs one
-                          or two tiles (bench/NOTES_sm90.md, stop 32); off by default.
     """
 
     avoid_wait_kernel: bool = True
@@ -117,12 +112,11 @@ class Optimizations:
     release_store_posts: bool = True
     hardware_block_order: bool = False
     overlap_launches: bool = False
-    prefetch_weights: bool = False
 
     def bits(self) -> int:
         return (int(self.avoid_wait_kernel) | int(self.reorder_tile_loads) << 1
                 | int(self.release_store_posts) << 2 | int(self.hardware_block_order) << 3
-                | int(self.overlap_launches) << 4 | int(self.prefetch_weights) << 5)
+                | int(self.overlap_launches) << 4)
 
 
 MODES = ("fused", "streams", "serial")

@@ -366,36 +366,6 @@ def test_overlapped_launches_read_the_finished_producer(activation):
         np.testing.assert_array_equal(outs[0], outs[1])
 
 
-@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
-@pytest.mark.parametrize("mode", ["serial", "fused"])
-def test_prefetched_weights_compute_the_same_numbers(activation, mode):
-    # The loader's L2 prefetch of weight k-blocks moves no data into the
-    # tiles: outputs bitwise equal to the same plan without it. K = 4096 is
-    # 64 k-blocks, past the prefetch distance (twice the stages); serial also
-    # runs the producer stream-K and, for the plain producer, in 2x1 clusters.
-    if not _hopper():
-        pytest.skip("prefetch_weights is an option of the Hopper kernel")
-    ops = mlp_inputs(67, 300, 4096, 1024, 512, jnp.float16, swiglu=activation == "swiglu")
-    x, w1, w2, b1, b2 = ops
-    want = reference(ops, activation)
-    device = cs.planner.device_model(jax.devices()[0])
-    variants = [dict()]
-    if mode == "serial":
-        variants.append(dict(stream_k=(True, False)))
-        if activation == "gelu":
-            variants.append(dict(cluster_m=2))
-    for kw in variants:
-        outs = []
-        for prefetch in (True, False):
-            plan = cs.plan_mlp(300, 4096, 1024, 512, activation=activation, device=device, policy="rowsync",
-                               mode=mode, tile=(128, 128, 64),
-                               optimizations=cs.Optimizations(prefetch_weights=prefetch), **kw).plan
-            y = jax.jit(lambda v: cs.synced_mlp(v, w1, w2, b1=b1, b2=b2, activation=activation, plan=plan))(x)
-            assert rel_err(y, want) < TOL[jnp.float16], (prefetch, kw)
-            outs.append(np.asarray(y))
-        np.testing.assert_array_equal(outs[0], outs[1])
-
-
 def test_donated_inputs():
     ops = mlp_inputs(37, 256, 512, 768, 512, jnp.bfloat16)
     want = reference(ops, "gelu")

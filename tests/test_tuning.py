@@ -236,8 +236,7 @@ def test_bench_tune_picks_the_fastest_and_falls_back_within_the_margin(tmp_path)
             row(3072, "xla", 1.00), dict(row(3072, "serial", 0.97, "128x128x64 RowSync serial"),
                                          over_xla_paired=0.99),
             # A launch option the table cannot replay is no candidate.
-            row(4096, "xla", 1.00), row(4096, "serial@overlap=1", 0.90, "128x128x64 RowSync serial grouped overlap"),
-            row(4096, "serial@prefetch=1", 0.85, "128x128x64 RowSync serial grouped prefetch")]
+            row(4096, "xla", 1.00), row(4096, "serial@overlap=1", 0.90, "128x128x64 RowSync serial grouped overlap")]
     result = {"device": "NVIDIA T100", "commit": "abc", "dirty": False, "date": "d", "rows": rows}
     path = tmp_path / "t100-mlp.json"
     path.write_text(json.dumps(result))

@@ -116,7 +116,6 @@ ChainParams<Cfg> sync_params(const MlpSpec& s, const MlpBuffers& b) {
   p.policy = kernel_policy(s);
   p.release_store =
       cusync::has(s.optimizations, cusync::kReleaseStorePosts) && p.policy.single_poster(kernel_producer(s));
-  p.prefetch_weights = cusync::has(s.optimizations, cusync::kPrefetchWeights);
   return p;
 }
 

@@ -105,10 +105,6 @@ struct ChainConfig {
       (227 * 1024 - (kMmaThreads / 32) * kEpiWarpElems * int(sizeof(Element)) - 2048) / kStageBytes;
   static constexpr int kStages = kStagesBudget < kStagesFit ? kStagesBudget : kStagesFit;
 
-  // Optimizations.prefetch_weights: how far past its TMA load the loader
-  // prefetches a B k-block into L2 (twice the stages it may have in flight).
-  static constexpr int kPrefetchAhead = 2 * kStages;
-
   // Scheduled tiles in flight between loader and MMA: pingpong keeps two
   // tiles in the MMA warpgroups while the loader runs ahead on a third.
   static constexpr int kTileSlots = 4;

@@ -101,10 +101,6 @@ struct ChainParams {
   // grid's completion before its first A load (launch_chain sets the launch
   // attribute).
   bool wait_prior_grid;
-  // The loader prefetches the B k-block Cfg::kPrefetchAhead past the one it
-  // loads into L2 (cp.async.bulk.prefetch.tensor), so more of the weight
-  // stream is in flight than the stages hold (Optimizations.prefetch_weights).
-  bool prefetch_weights;
   // Stream-K (Cfg::kStreamK only): on where stream_k.ctas_per_row > 0 (then
   // begin = 0, end = kStreamKDone, and the launch has stream_k.ctas() CTAs).
   cusync::StreamK stream_k;
@@ -555,18 +551,6 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
         copy(g.tma_b.with(*bar), tBgB(_, kb), tBsB(_, stage));
       }
     };
-    // L2 prefetch of B's k-block kb (the same boxes load_b loads; no barrier).
-    auto prefetch_b = [&](int kb) {
-      if constexpr (Cfg::kClusterM > 1) {
-        cute::prefetch(g.tma_gate, tMgM(_, Cfg::kClusterSplitK ? 2 * kb + rank : kb));
-      } else if (gated) {
-        cute::prefetch(g.tma_gate, tGgG(_, kb));
-        cute::prefetch(g.tma_up, tUgU(_, kb));
-      } else {
-        cute::prefetch(g.tma_b, tBgB(_, kb));
-      }
-    };
-    const bool prefetch = !Cfg::kConvA && p.prefetch_weights;
     int kb = kb_begin;
     if (!prior_grid_done) {
       // B of the first stages while the previous kernel finishes (B is not
@@ -594,7 +578,6 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       auto* bar = pipeline.producer_get_barrier(write);
       const int stage = write.index();
       load_b(kb, stage, bar);
-      if (prefetch && kb + Cfg::kPrefetchAhead < kb_end) prefetch_b(kb + Cfg::kPrefetchAhead);
       if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
         const int k0 = kb * Cfg::kTileK;
         const int k1 = p.policy.waits_once_per_tile() ? g.k : min(g.k, k0 + Cfg::kTileK);

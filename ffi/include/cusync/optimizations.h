@@ -20,9 +20,6 @@ enum Optimization : int {
   // dependent of the producer, so its prologue and first B loads overlap the
   // producer's tail; it reads A only once the producer has completed.
   kOverlapLaunches = 1 << 4,
-  // Hopper MLP kernel: the loader prefetches each weight (B) k-block into L2
-  // ahead of its TMA load (ChainParams::prefetch_weights).
-  kPrefetchWeights = 1 << 5,
 };
 
 inline constexpr bool has(int flags, Optimization o) { return (flags & o) != 0; }
