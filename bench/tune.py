@@ -8,9 +8,8 @@ XLA by MARGIN to be chosen; otherwise the case falls back to XLA's ops.
 
 Several results of one kind (runs of other rows or repeats, same kernels)
 merge per case: the fastest row of any of them against XLA's fastest time in
-any of them. Only
-device-timed conv results (bench/conv.py --timing device) are judged; the
-cases of loop-timed ones fall back to XLA.
+any of them. Only device-timed conv results (bench/conv.py --timing device)
+are judged; the cases of loop-timed ones fall back to XLA.
 """
 from __future__ import annotations
 
