@@ -97,7 +97,7 @@ FALLBACK = "xla (fallback)"
 def order_kwargs(text: str) -> dict:
     """A variant spec -> plan_mlp keyword arguments. Comma-separated parts: a
     tile order ('grouped:4' -> order="grouped", group_rows=4; 'column_major'),
-    'tile=128x64x64', 'cluster=2' (cluster_m), 'overlap=1' (serial's consumer
+    'tile=128x64x64' (or 'tile=128x96x64/128x192x64', a tile per GEMM), 'cluster=2' (cluster_m), 'overlap=1' (serial's consumer
     launched as a programmatic dependent of the producer; overlap=0 is the default),
     'mma=pingpong' or 'mma=cooperative' (mma_schedule of whole 128x128 tiles), 'sk=11' (stream-K for
     the producer and the consumer GEMM, serial rows only; sk=10 the producer alone)."""
@@ -105,7 +105,11 @@ def order_kwargs(text: str) -> dict:
     for part in text.split(","):
         key, eq, value = part.partition("=")
         if eq and key == "tile":
-            kw["tile"] = cs.TileShape(*(int(v) for v in value.split("x")))
+            # 'tile=128x96x64/128x192x64': one tile per GEMM (serial and streams rows)
+            shapes = [cs.TileShape(*(int(v) for v in t.split("x"))) for t in value.split("/")]
+            if len(shapes) > 2:
+                raise ValueError(f"tile: expected one tile or two joined by '/', got {value!r}")
+            kw["tile"] = shapes[0] if len(shapes) == 1 else tuple(shapes)
         elif eq and key == "cluster":
             kw["cluster_m"] = int(value)
         elif eq and key == "overlap":

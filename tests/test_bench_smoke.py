@@ -168,6 +168,24 @@ def test_gemm_bench_arguments():
     assert given.orders[0][1].get("group_rows") == 16
 
 
+def test_mlp_bench_variant_takes_a_tile_per_gemm():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import mlp as mlp_bench
+    finally:
+        sys.path.remove(str(BENCH))
+    import cusync_jax as cs
+    kw = mlp_bench.order_kwargs("tile=128x96x64/128x192x64,grouped:4")
+    assert kw["tile"] == (cs.TileShape(128, 96, 64), cs.TileShape(128, 192, 64))
+    assert kw["order"] == "grouped" and kw["group_rows"] == 4
+    assert mlp_bench.order_kwargs("tile=128x128x64")["tile"] == cs.TileShape(128, 128, 64)
+    with pytest.raises(ValueError, match="one tile or two"):
+        mlp_bench.order_kwargs("tile=128x96x64/128x192x64/128x128x64")
+    plan = cs.plan_mlp(256, 12288, 6144, device="h200", mode="serial",
+                       tile=kw["tile"]).plan
+    assert mlp_bench.describe(plan).startswith("128x96x64/128x192x64 ")
+
+
 def test_merge_results_joins_parts_of_one_measurement(tmp_path):
     sys.path.insert(0, str(BENCH))
     try:
