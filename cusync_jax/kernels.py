@@ -51,6 +51,9 @@ class KernelConfig:
     # Whether the family also compiled it to run a GEMM stream-K (serial
     # mode, no clusters; cusync/stream_k.h).
     stream_k: bool = False
+    # Whether automatic plans consider it; False: only a plan that names its
+    # tile runs it (a configuration not yet measured against the others).
+    automatic: bool = True
 
     def runs_on(self, arch: int) -> bool:
         return self.min_arch <= arch <= self.max_arch
@@ -105,6 +108,13 @@ CUDA_CONFIGS = (
     KernelConfig(1, TileShape(128, 192, 64), 1, "sm90_128x192x64", min_arch=90, max_arch=90,
                  relative_rate=0.85, swiglu_strided=False, default_order="grouped", swiglu=False,
                  stream_k=True),
+    # 96x128 (tokens as N: the product runs transposed, the weight tile as
+    # wgmma's M and 96 rows of x as its N; pingpong; SwiGLU tiles hold 64 gate
+    # and 64 up columns): 96-row tiles fill the SMs where 128-row ones do not
+    # (LLaMA's SwiGLU producer: 3 x 44 = 132 tiles at 256 tokens against
+    # 2 x 44). Opt-in (tile=(96, 128, 64)) until measured.
+    KernelConfig(1, TileShape(96, 128, 64), 1, "sm90_96x128x64", min_arch=90, max_arch=90,
+                 relative_rate=0.85, swiglu_strided=False, default_order="grouped", automatic=False),
 )
 
 

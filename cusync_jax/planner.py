@@ -580,11 +580,12 @@ def _plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
                              f"{tiles[0].text} and {tiles[1].text} (take mode 'serial' or 'streams')")
         candidates = [(tiles[0], tiles[1], tuple(known) if known[0] and known[1] else None)]
     elif runnable:
-        candidates = [(c.tile, c.tile, (c, c)) for c in runnable if slices == 1 or c.swiglu]
+        chosen = [c for c in runnable if c.automatic]
+        candidates = [(c.tile, c.tile, (c, c)) for c in chosen if slices == 1 or c.swiglu]
         if mode in ("auto", "serial", "streams"):
             # The Hopper kernel launches each GEMM on its own outside the
             # fused mode, so each may take the tile that fills the SMs best.
-            candidates += [(c1.tile, c2.tile, (c1, c2)) for c1 in runnable for c2 in runnable
+            candidates += [(c1.tile, c2.tile, (c1, c2)) for c1 in chosen for c2 in chosen
                            if c1 != c2 and c1.kernel == c2.kernel == 1 and (slices == 1 or c1.swiglu)]
     else:
         raise ValueError(f"device: no CUDA kernel of this build runs on {model.name} "

@@ -74,11 +74,12 @@ def test_every_compiled_tile(config, mode, activation):
 # A tile per GEMM (serial and streams launch each GEMM on its own): the
 # consumer's waits read the producer's tiling, not its own.
 TILE_PAIRS = [((128, 128, 64), (128, 192, 64)), ((128, 192, 64), (128, 128, 64)),
-              ((128, 256, 64), (128, 96, 64)), ((128, 96, 64), (128, 256, 64))]
+              ((128, 256, 64), (128, 96, 64)), ((128, 96, 64), (128, 256, 64)),
+              ((96, 128, 64), (128, 128, 64)), ((128, 256, 64), (96, 128, 64))]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("pair", TILE_PAIRS, ids=lambda p: f"{p[0][1]}-{p[1][1]}")
+@pytest.mark.parametrize("pair", TILE_PAIRS, ids=lambda p: f"{p[0][0]}x{p[0][1]}-{p[1][0]}x{p[1][1]}")
 @pytest.mark.parametrize("mode,policy", [("serial", "rowsync"), ("streams", "tilesync"),
                                          ("streams", "rowsync")])
 def test_a_tile_per_gemm(pair, mode, policy, dtype):
@@ -104,6 +105,25 @@ def test_tile96_consumer_k_blocks_span_two_producer_tiles(dtype, mode, policy):
     # producer tiles 0 and 1 of its row (ffn 520: the last tile 40 wide).
     ops = mlp_inputs(19, 300, 384, 520, 392, dtype)
     check(ops, "gelu", tile=(128, 96, 64), mode=mode, policy=policy)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_tokens_as_n_tiles_every_edge(activation, dtype):
+    # 96x128 tiles run the product transposed and store the accumulators
+    # transposed (lane pairs): one token, a partial last row tile (95, 97,
+    # 300), whole ones (96, 288), a last column tile 8 wide (ffn 520), without
+    # and with biases; every mode, each policy, both GEMMs on it or one.
+    t96, t128 = (96, 128, 64), (128, 128, 64)
+    for i, tokens in enumerate((1, 95, 96, 97, 288, 300)):
+        ops = mlp_inputs(100 + i, tokens, 384, 520, 264, dtype, swiglu=activation == "swiglu")
+        check(ops, activation, tile=(t96, t128), mode="serial")
+        check(ops, activation, tile=(t128, t96), mode="serial")
+        for policy in POLICIES[activation]:
+            check(ops, activation, tile=t96, mode="fused", policy=policy)
+            check(ops, activation, tile=(t96, t128), mode="streams", policy=policy)
+    ops = mlp_inputs(7, 200, 384, 520, 264, dtype, swiglu=activation == "swiglu", bias=False)
+    check(ops, activation, tile=t96, mode="fused", policy="rowsync")
 
 
 @pytest.mark.parametrize("activation", ["identity", "relu", "gelu_tanh", "silu"])

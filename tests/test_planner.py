@@ -192,6 +192,25 @@ def test_each_gemm_takes_the_tile_that_fills_the_sms():
         assert rep.plan.tile1 in (t128, cs.TileShape(128, 256, 64))
 
 
+def test_tokens_as_n_tiles_run_only_where_named():
+    # 96x128 (tokens as N) is opt-in: no automatic plan takes it, a named one
+    # runs it, with its SwiGLU form, and the fused mode needs it on both GEMMs.
+    t96, t128 = cs.TileShape(96, 128, 64), cs.TileShape(128, 128, 64)
+    for tokens in (256, 512, 768, 4096):
+        for act, ffn in (("gelu", 6144), ("swiglu", 2816)):
+            for mode in ("auto", "serial", "streams", "fused"):
+                plan = cs.plan_mlp(tokens, 8192, ffn, activation=act, device="h200", mode=mode,
+                                   allow_fallback=False).plan
+                assert t96 not in (plan.tile1, plan.tile2), (tokens, act, mode)
+    rep = cs.plan_mlp(256, 8192, 2816, activation="swiglu", device="h200", mode="serial", tile=(t96, t128))
+    assert (rep.plan.tile1, rep.plan.tile2) == (t96, t128)
+    assert rep.plan.attributes(0)["tile_m1"] == 96 and rep.plan.attributes(0)["tile_n1"] == 128
+    # 256 tokens in 96-row tiles: 3 rows of 44 SwiGLU tiles (64 columns of h each) fill 132 SMs.
+    assert rep.tiles1 == 3 * 44
+    with pytest.raises(ValueError, match="fused mode runs both GEMMs in one kernel"):
+        cs.plan_mlp(256, 8192, 2816, activation="swiglu", device="h200", mode="fused", tile=(t96, t128))
+
+
 def test_stream_k_runs_on_the_gemm_with_its_tile():
     t128, t192, t256 = cs.TileShape(128, 128, 64), cs.TileShape(128, 192, 64), cs.TileShape(128, 256, 64)
     plan = cs.plan_mlp(768, 12288, 6144, device="h200", mode="serial", tile=(t128, t192),

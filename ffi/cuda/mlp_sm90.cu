@@ -180,7 +180,11 @@ bool runs_cooperative(int positions, const DeviceInfo& device) { return position
 // form, cluster, stream-K and (128x128 whole tiles) cooperative form (checked
 // by the caller: one exists).
 template <class F>
-Error with_config(bool bf16, int n, bool swiglu, int cluster_m, bool stream_k, bool cooperative, F&& f) {
+Error with_config(bool bf16, int rows, int n, bool swiglu, int cluster_m, bool stream_k, bool cooperative, F&& f) {
+  if (rows == 96) {  // 96x128, tokens as N
+    if (bf16) return swiglu ? f(ChainBF16x96TokSwiglu{}) : f(ChainBF16x96Tok{});
+    return swiglu ? f(ChainF16x96TokSwiglu{}) : f(ChainF16x96Tok{});
+  }
   if (stream_k) {
     if (n == 192) return bf16 ? f(ChainBF16x192StreamK{}) : f(ChainF16x192StreamK{});
     if (bf16) return swiglu ? f(ChainBF16x128SwigluStreamK{}) : f(ChainBF16x128StreamK{});
@@ -214,7 +218,7 @@ Error with_stage_config(const MlpSpec& s, bool bf16, int stage, int positions, c
   const bool cooperative = s.mma_schedule == cusync_ffi::MmaSchedule::kAuto
                                ? runs_cooperative(positions, device)
                                : s.mma_schedule == cusync_ffi::MmaSchedule::kCooperative;
-  return with_config(bf16, st.tile_cols, stage == 0 && s.producer.slices == 2, s.cluster_m,
+  return with_config(bf16, st.tile_rows, st.tile_cols, stage == 0 && s.producer.slices == 2, s.cluster_m,
                      stage == 0 ? s.stream_k1 : s.stream_k2, cooperative, f);
 }
 
@@ -227,14 +231,17 @@ std::string tile_text(const cusync::Stage& st, int k) {
 Error check_plan(const MlpSpec& s) {
   const cusync::Stage &P = s.producer, &C = s.consumer;
   const bool swiglu = P.slices == 2;
-  const auto width_ok = [](int n) { return n == 96 || n == 128 || n == 192 || n == 256; };
-  if (P.tile_rows != 128 || C.tile_rows != 128 || s.tile_k1 != 64 || s.tile_k2 != 64 || !width_ok(P.tile_cols) ||
-      !width_ok(C.tile_cols)) {
+  const auto shape_ok = [](const cusync::Stage& st) {
+    if (st.tile_rows == 96) return st.tile_cols == 128;  // tokens as N
+    return st.tile_rows == 128 && (st.tile_cols == 96 || st.tile_cols == 128 || st.tile_cols == 192 ||
+                                   st.tile_cols == 256);
+  };
+  if (s.tile_k1 != 64 || s.tile_k2 != 64 || !shape_ok(P) || !shape_ok(C)) {
     return Error::InvalidArgument(
-        "cusync_jax: kernel family 1 runs tiles 128x96x64, 128x128x64, 128x192x64 and 128x256x64; the plan asks "
-        "for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2));
+        "cusync_jax: kernel family 1 runs tiles 96x128x64, 128x96x64, 128x128x64, 128x192x64 and 128x256x64; the "
+        "plan asks for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2));
   }
-  if (P.tile_cols != C.tile_cols && s.mode == cusync_ffi::Mode::kFused) {
+  if ((P.tile_rows != C.tile_rows || P.tile_cols != C.tile_cols) && s.mode == cusync_ffi::Mode::kFused) {
     return Error::InvalidArgument("cusync_jax: the fused mode runs both GEMMs in one kernel, so with one tile; the "
                                   "plan asks for " + tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2) +
                                   " (take mode serial or streams, or one tile)");
@@ -243,7 +250,8 @@ Error check_plan(const MlpSpec& s) {
     return Error::InvalidArgument("cusync_jax: kernel family 1 has no SwiGLU form of its " +
                                   tile_text(P, s.tile_k1) + " tiles; take 128x128x64 or 128x256x64");
   }
-  if (s.cluster_m != 1 && (s.cluster_m != 2 || P.tile_cols != 128 || C.tile_cols != 128 || swiglu)) {
+  if (s.cluster_m != 1 && (s.cluster_m != 2 || P.tile_rows != 128 || C.tile_rows != 128 || P.tile_cols != 128 ||
+                           C.tile_cols != 128 || swiglu)) {
     return Error::InvalidArgument(
         "cusync_jax: kernel family 1 runs cluster_m = 2 only with 128x128x64 tiles and a one-slice "
         "activation (not SwiGLU); the plan asks for cluster_m " + std::to_string(s.cluster_m) + ", tiles " +
@@ -252,8 +260,8 @@ Error check_plan(const MlpSpec& s) {
   if (s.mma_schedule != cusync_ffi::MmaSchedule::kAuto) {
     // A chosen schedule must choose something: some GEMM on whole 128x128
     // tiles, without clusters or stream-K (their forms are fixed).
-    const bool chooses = s.cluster_m == 1 && ((P.tile_cols == 128 && !s.stream_k1) ||
-                                              (C.tile_cols == 128 && !s.stream_k2));
+    const bool chooses = s.cluster_m == 1 && ((P.tile_rows == 128 && P.tile_cols == 128 && !s.stream_k1) ||
+                                              (C.tile_rows == 128 && C.tile_cols == 128 && !s.stream_k2));
     if (!chooses)
       return Error::InvalidArgument("cusync_jax: mma_schedule applies to whole 128x128x64 tiles without clusters "
                                     "or stream-K; the plan runs " + tile_text(P, s.tile_k1) + " and " +
@@ -265,7 +273,7 @@ Error check_plan(const MlpSpec& s) {
     if (!(stage == 0 ? s.stream_k1 : s.stream_k2)) continue;
     // Stream-K runs on its own 128x128 and 128x192 instances (the others
     // compile without it); decode_mlp_spec already kept it to the serial mode.
-    if ((st.tile_cols != 128 && st.tile_cols != 192) || s.cluster_m != 1)
+    if (st.tile_rows != 128 || (st.tile_cols != 128 && st.tile_cols != 192) || s.cluster_m != 1)
       return Error::InvalidArgument("cusync_jax: kernel family 1 runs stream-K with 128x128x64 or 128x192x64 "
                                     "tiles and cluster_m 1; the plan asks for it on " +
                                     tile_text(st, stage == 0 ? s.tile_k1 : s.tile_k2) + ", cluster_m " +
@@ -371,7 +379,7 @@ Error launch_gemm_sm90(const void* a, const void* w, void* out, int* counter, in
     return Error::InvalidArgument("cusync_jax: gemm runs cluster_m 1, or 2 with tile_n 128; got cluster_m " +
                                   std::to_string(cluster_m) + ", tile_n " + std::to_string(tile_n));
   const int tiles = cusync::ceil_div(m, 128) * cusync::ceil_div(n, tile_n);
-  return with_config(bf16, tile_n, false, cluster_m, false, runs_cooperative(tiles, device), [&](auto cfg) {
+  return with_config(bf16, 128, tile_n, false, cluster_m, false, runs_cooperative(tiles, device), [&](auto cfg) {
     return run_gemm<decltype(cfg)>(a, w, out, counter, m, n, k, order, group_rows, stream, device);
   });
 }

@@ -55,11 +55,22 @@ using namespace cute;
 // columns; false: the cooperative form).
 // kConvA: A is an implicit-GEMM convolution's im2col view of an NHWC input,
 // loaded by TMA in im2col mode (ConvA below); the epilogue may add a residual.
+// kTokensN: the product runs transposed, out^T = B^T A^T: the weight tile is
+// wgmma's A (128 columns, MN-major, M) and x's 96-row tile its B (K-major, N),
+// so a tile is 96 rows (tokens) by 128 columns. wgmma's M comes in 64s, its N
+// in 8s: only this way can a tile be 96 rows high, which fills 132 SMs where
+// 128-row tiles cannot (LLaMA's SwiGLU producer at 256 tokens: 3 x 44 = 132
+// tiles against 2 x 44). The loads are the plain form's; the MMA swaps its
+// operands and the epilogue stores the accumulators transposed.
 template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1, bool kStreamK_ = false,
-          int kEpiBoxes_ = 2, bool kPingpong_ = (kTileN_ <= 128), bool kConvA_ = false>
+          int kEpiBoxes_ = 2, bool kPingpong_ = (kTileN_ <= 128), bool kConvA_ = false,
+          bool kTokensN_ = false>
 struct ChainConfig {
   using Element = Element_;
-  static constexpr int kTileM = 128;
+  static constexpr bool kTokensN = kTokensN_;
+  static_assert(!kTokensN || (kTileN_ == 128 && kPingpong_ && kClusterM_ == 1 && !kStreamK_ && !kConvA_),
+                "tokens as N: 96x128 pingpong tiles, without clusters, stream-K or convolution");
+  static constexpr int kTileM = kTokensN ? 96 : 128;
   static constexpr int kTileN = kTileN_;
   static constexpr int kTileK = 64;  // 128 bytes of 16-bit elements: one swizzle row
   static constexpr bool kSwiglu = kSwiglu_;
@@ -92,7 +103,9 @@ struct ChainConfig {
   // memory, slowed the other warpgroup's mainloop by 5-13 %; CUTLASS's
   // pingpong GEMM shows the same gap between its register and TMA epilogues.
   // 96-wide tiles (boxes of 64 do not divide them) store directly.
-  static constexpr bool kTmaStore = kTileN % 64 == 0;
+  // Tokens as N: a thread's accumulator pairs are two rows of one column, so
+  // the epilogue pairs them across lanes and stores directly.
+  static constexpr bool kTmaStore = kTileN % 64 == 0 && !kTokensN;
   static constexpr int kEpiBoxCols = 64;
   using EpiBox = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, make_shape(_16{}, Int<kEpiBoxCols>{})));
   static constexpr int kEpiBoxElems = 16 * kEpiBoxCols;
@@ -146,9 +159,17 @@ struct ChainConfig {
   using SmemLayoutBHalfK = decltype(composition(take<0, 2>(SmemLayoutB{}), make_layout(make_shape(TileN{}, HalfK{}))));
   using SmemLayoutBHalf = cute::conditional_t<kClusterSplitK, SmemLayoutBHalfK, SmemLayoutBHalfN>;
 
-  using MmaAtom = decltype(SM90::GMMA::ss_op_selector<Element, Element, float,
-                                                      Shape<_64, TileN, TileK>, GMMA::Major::K,
-                                                      GMMA::Major::MN>());
+  using MmaAtomPlain = decltype(SM90::GMMA::ss_op_selector<Element, Element, float,
+                                                           Shape<_64, TileN, TileK>, GMMA::Major::K,
+                                                           GMMA::Major::MN>());
+  // kTokensN: A = the weight stage (MN-major), B = the x stage (K-major).
+  using MmaAtomTokensN = decltype(SM90::GMMA::ss_op_selector<Element, Element, float,
+                                                             Shape<_64, TileM, TileK>, GMMA::Major::MN,
+                                                             GMMA::Major::K>());
+  using MmaAtom = cute::conditional_t<kTokensN, MmaAtomTokensN, MmaAtomPlain>;
+  // The accumulator tile as the MMA sees it: (rows, columns), or (columns,
+  // rows) with tokens as N.
+  using MmaTile = cute::conditional_t<kTokensN, Shape<TileN, TileM>, Shape<TileM, TileN>>;
   using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kGroupsPerTile>, _1, _1>>{}));
 
   using LoadPipeline = cutlass::PipelineTmaAsync<kStages>;

@@ -1,7 +1,7 @@
 // The compiled configurations of the Hopper GEMM-chain kernel. Each is
 // instantiated once, in sm90_chain_f16.cu or sm90_chain_bf16.cu (two files so
 // a two-core build compiles them side by side), the 128x96 ones in
-// sm90_chain_n96.cu, the 128x192 ones in sm90_chain_n192.cu, the 2x1-cluster ones in sm90_chain_cluster.cu, the
+// sm90_chain_n96.cu, the 96x128 ones (tokens as N) in sm90_chain_tokens_n.cu, the 128x192 ones in sm90_chain_n192.cu, the 2x1-cluster ones in sm90_chain_cluster.cu, the
 // stream-K ones in sm90_chain_stream_k.cu (128x192: sm90_chain_stream_k192.cu), the
 // cooperative 128x128 ones in sm90_chain_coop.cu, the convolution ones in
 // sm90_conv_f16.cu and sm90_conv_bf16.cu; users see
@@ -17,6 +17,14 @@ namespace cusync_sm90 {
 // 128-wide ones leave a quarter idle (GPT-3 at 256 tokens: 128 tiles, not 96).
 using ChainF16x96 = ChainConfig<cute::half_t, 96, false>;
 using ChainBF16x96 = ChainConfig<cute::bfloat16_t, 96, false>;
+// 96x128, tokens as N (kTokensN: the product transposed, so a tile can be 96
+// rows high), plain and SwiGLU (64 gate + 64 up columns a tile): where 96-row
+// tiles fill the SMs in whole waves and 128-row ones do not (LLaMA's SwiGLU
+// producer: 3 x 44 = 132 tiles at 256 tokens, 6 x 44 = 2 x 132 at 512).
+using ChainF16x96Tok = ChainConfig<cute::half_t, 128, false, 1, false, 2, true, false, true>;
+using ChainBF16x96Tok = ChainConfig<cute::bfloat16_t, 128, false, 1, false, 2, true, false, true>;
+using ChainF16x96TokSwiglu = ChainConfig<cute::half_t, 128, true, 1, false, 2, true, false, true>;
+using ChainBF16x96TokSwiglu = ChainConfig<cute::bfloat16_t, 128, true, 1, false, 2, true, false, true>;
 // 128x192 (cooperative, no SwiGLU form): where 192-wide tiles fill the SMs in
 // whole waves and 128-wide ones do not (GPT-3, 256 tokens, second GEMM: 128
 // tiles instead of 192; 512 tokens, first GEMM: 128 instead of 192).
@@ -109,6 +117,12 @@ using ConvBF16x128CoopStreamK = ChainConfig<cute::bfloat16_t, 128, false, 1, tru
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x96) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x96)
 
+#define CUSYNC_SM90_CHAIN_TOKENS_N_INSTANCES(EXTERN)         \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x96Tok)        \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x96Tok)       \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x96TokSwiglu)  \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x96TokSwiglu)
+
 #define CUSYNC_SM90_CHAIN_N192_INSTANCES(EXTERN) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x192) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x192)
@@ -137,6 +151,7 @@ CUSYNC_SM90_CONV_F16_STREAM_K_INSTANCES(extern)
 CUSYNC_SM90_CONV_BF16_STREAM_K_INSTANCES(extern)
 CUSYNC_SM90_CONV_BF16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_N96_INSTANCES(extern)
+CUSYNC_SM90_CHAIN_TOKENS_N_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_N192_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_BF16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_CLUSTER_INSTANCES(extern)

@@ -737,6 +737,42 @@ __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const Ti
   }
 }
 
+// Tokens as N (Cfg::kTokensN): accumulator (i, r, v) of M atom m is output
+// column coords.0 and row (token) coords.1 + i, so a thread holds two rows of
+// one column. Lanes l and l ^ 4 hold adjacent columns of the same rows: each
+// sends the partner the value it lacks, and the even column's lane stores
+// (c, c + 1) of the first row, the odd one's of the second, 4 bytes a store.
+// `values(m, r, v, i, col)` gives output (token i, column col) of group v at
+// row half r of atom m; kOutAtoms M atoms are stored (SwiGLU: the gate ones).
+template <int kOutAtoms, class Cfg, class Accum, class Coords, class Values>
+__device__ __forceinline__ void store_tile_tokens_n(GemmStage<Cfg> const& g, const TileJob& job,
+                                                    Coords const& coords, Values&& values) {
+  static_assert(Cfg::kTokensN);
+  constexpr int kGroups = decltype(size<0, 2>(std::declval<Accum>()))::value;
+  const bool pair_ok = (g.out_ld % 2 == 0) && (job.col0 % 2 == 0);
+  CUTE_UNROLL
+  for (int m = 0; m < kOutAtoms; ++m) {
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      CUTE_UNROLL
+      for (int v = 0; v < kGroups; ++v) {
+        const auto c = make_coord(make_coord(0, r, v), m, 0);
+        const int col = job.col0 + get<0>(coords(c));
+        const int row = job.row0 + get<1>(coords(c));
+        const float a0 = values(m, r, v, 0, col), a1 = values(m, r, v, 1, col);
+        const bool odd = (get<0>(coords(c)) & 1) != 0;
+        const float got = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 4);
+        if (!odd) {
+          if (row < job.row1 && col < job.col1)
+            store_pair(g.out + size_t(row) * g.out_ld + col, a0, got, col + 1 < job.col1, pair_ok);
+        } else if (row + 1 < job.row1 && col - 1 < job.col1) {
+          store_pair(g.out + size_t(row + 1) * g.out_ld + (col - 1), got, a1, col < job.col1, pair_ok);
+        }
+      }
+    }
+  }
+}
+
 // TMA where the stage allows it (Cfg::kTmaStore, an aligned output), else
 // direct. An empty tile (a cluster peer past the last row tile) stores
 // nothing.
@@ -769,27 +805,56 @@ __device__ __forceinline__ void store_tile_as(ChainParams<Cfg> const& p, const T
   const GemmStage<Cfg>& g = p.stage[job.stage];
   auto const* const bias = g.bias;
   const int col1 = job.col1, slice = job.slice;
-  constexpr int kGroups = decltype(size<0, 2>(accum))::value;
-  store_tile_with<kGroups, Cfg, Accum>(g, job, band, coords, [&](int m, int r, int v, int col) {
-    float v0 = accum(make_coord(make_coord(0, r, v), m, 0));
-    float v1 = accum(make_coord(make_coord(1, r, v), m, 0));
-    if (bias != nullptr) {
-      if (col < col1) v0 += float(bias[col]);
-      if (col + 1 < col1) v1 += float(bias[col + 1]);
-    }
-    float2 out = make_float2(cusync::activate(kAct, slice, v0), cusync::activate(kAct, slice, v1));
-    if constexpr (Cfg::kConvA) {
-      // A ResNet block's shortcut, after the activation (the consumer's is the identity).
-      if (g.conv.residual != nullptr) {
-        const int row = job.row0 + get<0>(coords(make_coord(make_coord(0, r, v), m, 0)));
-        if (row < job.row1) {
-          const auto* res = g.conv.residual + size_t(row) * g.out_ld;
-          if (col < col1) out.x += float(res[col]);
-          if (col + 1 < col1) out.y += float(res[col + 1]);
+  if constexpr (Cfg::kTokensN) {
+    constexpr int kAtoms = decltype(size<1>(accum))::value;
+    store_tile_tokens_n<kAtoms, Cfg, Accum>(g, job, coords, [&](int m, int r, int v, int i, int col) {
+      float a = accum(make_coord(make_coord(i, r, v), m, 0));
+      if (bias != nullptr && col < col1) a += float(bias[col]);
+      return cusync::activate(kAct, slice, a);
+    });
+  } else {
+    constexpr int kGroups = decltype(size<0, 2>(accum))::value;
+    store_tile_with<kGroups, Cfg, Accum>(g, job, band, coords, [&](int m, int r, int v, int col) {
+      float v0 = accum(make_coord(make_coord(0, r, v), m, 0));
+      float v1 = accum(make_coord(make_coord(1, r, v), m, 0));
+      if (bias != nullptr) {
+        if (col < col1) v0 += float(bias[col]);
+        if (col + 1 < col1) v1 += float(bias[col + 1]);
+      }
+      float2 out = make_float2(cusync::activate(kAct, slice, v0), cusync::activate(kAct, slice, v1));
+      if constexpr (Cfg::kConvA) {
+        // A ResNet block's shortcut, after the activation (the consumer's is the identity).
+        if (g.conv.residual != nullptr) {
+          const int row = job.row0 + get<0>(coords(make_coord(make_coord(0, r, v), m, 0)));
+          if (row < job.row1) {
+            const auto* res = g.conv.residual + size_t(row) * g.out_ld;
+            if (col < col1) out.x += float(res[col]);
+            if (col + 1 < col1) out.y += float(res[col + 1]);
+          }
         }
       }
-    }
-    return out;
+      return out;
+    });
+  }
+}
+
+// The SwiGLU producer with tokens as N (Cfg::kTokensN): the gate columns are
+// M atom 0 of the weight tile, the same up columns atom 1, so each thread
+// holds both factors of its outputs.
+template <class Cfg, class Accum, class Coords>
+__device__ __forceinline__ void store_gated_tile_tokens_n(ChainParams<Cfg> const& p, const TileJob& job,
+                                                          Accum const& accum, Coords const& coords) {
+  static_assert(decltype(size<1>(accum))::value == 2, "tokens as N: one gate and one up M atom");
+  const GemmStage<Cfg>& g = p.stage[0];
+  auto const* const bias = g.bias;
+  auto const* const bias_up = g.bias_up;
+  const int col1 = job.col1;
+  store_tile_tokens_n<1, Cfg, Accum>(g, job, coords, [&](int m, int r, int v, int i, int col) {
+    float gate = accum(make_coord(make_coord(i, r, v), m, 0));
+    float up = accum(make_coord(make_coord(i, r, v), m + 1, 0));
+    if (bias != nullptr && col < col1) gate += float(bias[col]);
+    if (bias_up != nullptr && col < col1) up += float(bias_up[col]);
+    return gate / (1.f + expf(-gate)) * up;
   });
 }
 
@@ -834,8 +899,9 @@ __device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const Tile
   if constexpr (Cfg::kSwiglu) {
     // The SwiGLU configurations run only the SwiGLU MLP: a gated producer
     // and a consumer without activation.
-    if (job.stage == 0) store_gated_tile(p, job, accum, coords, band);
-    else store_tile_as<A::kIdentity>(p, job, accum, coords, band);
+    if (job.stage != 0) store_tile_as<A::kIdentity>(p, job, accum, coords, band);
+    else if constexpr (Cfg::kTokensN) store_gated_tile_tokens_n(p, job, accum, coords);
+    else store_gated_tile(p, job, accum, coords, band);
     return;
   }
   // (SwiGLU has two slices, so it never runs on these configurations.)
@@ -925,13 +991,17 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
   auto thr_mma = tiled_mma.get_thread_slice(tile_thread);
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});
   Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});
-  Tensor tCsA = thr_mma.partition_A(sA);
-  Tensor tCsB = thr_mma.partition_B(sB);
+  // Tokens as N: the weight stage is wgmma's A, x's its B.
+  auto operands = [&] {
+    if constexpr (Cfg::kTokensN) return cute::make_tuple(sB, sA);
+    else return cute::make_tuple(sA, sB);
+  }();
+  Tensor tCsA = thr_mma.partition_A(get<0>(operands));
+  Tensor tCsB = thr_mma.partition_B(get<1>(operands));
   Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // smem descriptors
   Tensor tCrB = thr_mma.make_fragment_B(tCsB);
-  Tensor accum = partition_fragment_C(tiled_mma, make_shape(typename Cfg::TileM{}, typename Cfg::TileN{}));
-  Tensor coords = thr_mma.partition_C(
-      make_identity_tensor(make_shape(typename Cfg::TileM{}, typename Cfg::TileN{})));
+  Tensor accum = partition_fragment_C(tiled_mma, typename Cfg::MmaTile{});
+  Tensor coords = thr_mma.partition_C(make_identity_tensor(typename Cfg::MmaTile{}));
   constexpr int kBlocks = size<2>(decltype(tCrA){});
 
   cutlass::PipelineState<Cfg::kStages> read;
