@@ -42,6 +42,8 @@ VARIANTS = {"xla": None, "serial128": dict(mode="serial", tile=cs.TileShape(128,
             "serial": dict(mode="serial"),
             "serial-overlap": dict(mode="serial", optimizations=cs.Optimizations(overlap_launches=True)),
             "serial-sk": dict(mode="serial", stream_k="auto"),
+            # The first GEMM on 96-row tiles (tokens as N), the second on 128x128.
+            "serial-tok96": dict(mode="serial", tile=(cs.TileShape(96, 128, 64), cs.TileShape(128, 128, 64))),
             "rowsync_fused": dict(mode="fused", policy=cs.RowSync()),
             "rowsync_streams": dict(mode="streams", policy=cs.RowSync())}
 
