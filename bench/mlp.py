@@ -99,7 +99,7 @@ def order_kwargs(text: str) -> dict:
     tile order ('grouped:4' -> order="grouped", group_rows=4; 'column_major'),
     'tile=128x64x64' (or 'tile=128x96x64/128x192x64', a tile per GEMM), 'cluster=2' (cluster_m), 'overlap=1' (serial's consumer
     launched as a programmatic dependent of the producer; overlap=0 is the default),
-    'mma=pingpong' or 'mma=cooperative' (mma_schedule of whole 128x128 tiles), 'sk=11' (stream-K for
+    'mma=pingpong' or 'mma=cooperative' (mma_schedule of whole 128x128 and 96x128 tiles), 'sk=11' (stream-K for
     the producer and the consumer GEMM, serial rows only; sk=10 the producer alone)."""
     kw = {}
     for part in text.split(","):

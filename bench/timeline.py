@@ -44,6 +44,10 @@ VARIANTS = {"xla": None, "serial128": dict(mode="serial", tile=cs.TileShape(128,
             "serial-sk": dict(mode="serial", stream_k="auto"),
             # The first GEMM on 96-row tiles (tokens as N), the second on 128x128.
             "serial-tok96": dict(mode="serial", tile=(cs.TileShape(96, 128, 64), cs.TileShape(128, 128, 64))),
+            # The same with both GEMMs' MMA form forced to pingpong (the first
+            # GEMM's form before the cooperative 96x128 tile existed).
+            "serial-tok96-pingpong": dict(mode="serial", tile=(cs.TileShape(96, 128, 64), cs.TileShape(128, 128, 64)),
+                                          mma_schedule="pingpong"),
             "rowsync_fused": dict(mode="fused", policy=cs.RowSync()),
             "rowsync_streams": dict(mode="streams", policy=cs.RowSync())}
 

@@ -204,7 +204,7 @@ def synced_mlp(x, w1, w2, *, b1=None, b2=None, activation: str = "gelu", policy=
     optimizations: an Optimizations; cpu: CpuOptions for the CPU executor.
     stream_k: serial mode on the Hopper kernel: None (off), "auto" (where it
     pays), a bool, or (producer, consumer) bools (plan_mlp).
-    mma_schedule: the Hopper kernel's form of whole 128x128 tiles: "auto",
+    mma_schedule: the Hopper kernel's form of whole 128x128 and 96x128 tiles: "auto",
     "pingpong" or "cooperative" (plan_mlp).
     plan: a complete MlpPlan (from plan_mlp(...).plan), overriding the above.
 

@@ -130,8 +130,8 @@ class MlpPlan:
     # same math without it.
     stream_k: tuple = (False, False)
     stream_k_ctas: int = 0
-    # Kernel family 1, whole 128x128 tiles without clusters or stream-K: how
-    # the two MMA warpgroups share them (MMA_SCHEDULES).
+    # Kernel family 1, whole 128x128 and 96x128 tiles without clusters or
+    # stream-K: how the two MMA warpgroups share them (MMA_SCHEDULES).
     mma_schedule: str = "auto"
 
     def attributes(self, activation_code: int) -> dict:
@@ -349,10 +349,10 @@ def _report(device: DeviceModel, tokens, hidden, ffn, out, activation, tile1, ti
 
 
 TILE_ORDERS = ("row_major", "column_major", "grouped")
-# How kernel family 1 runs whole 128x128 tiles (codes as in
+# How kernel family 1 runs whole 128x128 and 96x128 tiles (codes as in
 # ffi/common/plan_attrs.h): "pingpong", each MMA warpgroup owns every other
 # tile, so one's epilogue runs under the other's mainloop; "cooperative",
-# both on every tile, 64 rows each; "auto", cooperative where a launch gives
+# both on every tile, 64 rows (96x128: 64 weight columns) each; "auto", cooperative where a launch gives
 # a CTA at most two tiles. Measured (bench/NOTES_sm90.md, stop 17):
 # cooperative 0.86-0.95x of pingpong's time at 256 tokens in every mode,
 # 1.03-1.10x from 1536 tokens on in serial and RowSync modes, 0.95-1.0x with
@@ -407,7 +407,7 @@ def plan_mlp(tokens: int, hidden: int, ffn: int, out: Optional[int] = None, *,
     where the rule applies (bench/NOTES_sm90.md); the measured table may
     name it.
 
-    mma_schedule: how the Hopper kernel runs whole 128x128x64 tiles (of a
+    mma_schedule: how the Hopper kernel runs whole 128x128x64 and 96x128x64 tiles (of a
     GEMM without clusters or stream-K): "pingpong", "cooperative" or "auto"
     (MMA_SCHEDULES says when each won); the measured table may name one.
     """
@@ -436,11 +436,12 @@ def _with_mma_schedule(rep: MlpPlanReport, mma_schedule: str) -> MlpPlanReport:
     if mma_schedule == "auto" or rep.plan.fallback:
         return rep
     plan = rep.plan
+    two_forms = (TileShape(128, 128, 64), TileShape(96, 128, 64))
     chooses = (plan.kernel == 1 and plan.cluster_m == 1 and
-               any(t == TileShape(128, 128, 64) and not sk for t, sk in zip((plan.tile1, plan.tile2), plan.stream_k)))
+               any(t in two_forms and not sk for t, sk in zip((plan.tile1, plan.tile2), plan.stream_k)))
     if not chooses:
-        raise ValueError(f"mma_schedule={mma_schedule!r}: applies to whole 128x128x64 tiles of the Hopper kernel "
-                         f"(family 1) without clusters or stream-K; the plan runs kernel {plan.kernel}, tiles "
+        raise ValueError(f"mma_schedule={mma_schedule!r}: applies to whole 128x128x64 and 96x128x64 tiles of the "
+                         f"Hopper kernel (family 1) without clusters or stream-K; the plan runs kernel {plan.kernel}, tiles "
                          f"{plan.tile1.text} and {plan.tile2.text}, cluster_m {plan.cluster_m}, stream_k "
                          f"{plan.stream_k}")
     return dataclasses.replace(rep, plan=dataclasses.replace(plan, mma_schedule=mma_schedule))

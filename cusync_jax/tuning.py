@@ -41,7 +41,7 @@ class TunedChoice:
     group_rows: int = 8          # the grouped order's band height
     cluster_m: int = 1           # Hopper kernel: CTAs per cluster along the rows
     stream_k: tuple = (False, False)  # serial mode: (producer, consumer) GEMMs stream-K
-    mma_schedule: str = "auto"   # Hopper kernel, whole 128x128 tiles (planner.MMA_SCHEDULES)
+    mma_schedule: str = "auto"   # Hopper kernel, whole 128x128 and 96x128 tiles (planner.MMA_SCHEDULES)
 
     @property
     def fallback(self) -> bool:

@@ -107,23 +107,27 @@ def test_tile96_consumer_k_blocks_span_two_producer_tiles(dtype, mode, policy):
     check(ops, "gelu", tile=(128, 96, 64), mode=mode, policy=policy)
 
 
+@pytest.mark.parametrize("schedule", ["pingpong", "cooperative"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
-def test_tokens_as_n_tiles_every_edge(activation, dtype):
+def test_tokens_as_n_tiles_every_edge(activation, dtype, schedule):
     # 96x128 tiles run the product transposed and store the accumulators
     # transposed (lane pairs): one token, a partial last row tile (95, 97,
     # 300), whole ones (96, 288), a last column tile 8 wide (ffn 520), without
-    # and with biases; every mode, each policy, both GEMMs on it or one.
+    # and with biases; every mode, each policy, both GEMMs on it or one; both
+    # MMA forms (a cooperative SwiGLU tile swaps gate and up factors between
+    # its warpgroups).
     t96, t128 = (96, 128, 64), (128, 128, 64)
+    kw = dict(mma_schedule=schedule)
     for i, tokens in enumerate((1, 95, 96, 97, 288, 300)):
         ops = mlp_inputs(100 + i, tokens, 384, 520, 264, dtype, swiglu=activation == "swiglu")
-        check(ops, activation, tile=(t96, t128), mode="serial")
-        check(ops, activation, tile=(t128, t96), mode="serial")
+        check(ops, activation, tile=(t96, t128), mode="serial", **kw)
+        check(ops, activation, tile=(t128, t96), mode="serial", **kw)
         for policy in POLICIES[activation]:
-            check(ops, activation, tile=t96, mode="fused", policy=policy)
-            check(ops, activation, tile=(t96, t128), mode="streams", policy=policy)
+            check(ops, activation, tile=t96, mode="fused", policy=policy, **kw)
+            check(ops, activation, tile=(t96, t128), mode="streams", policy=policy, **kw)
     ops = mlp_inputs(7, 200, 384, 520, 264, dtype, swiglu=activation == "swiglu", bias=False)
-    check(ops, activation, tile=t96, mode="fused", policy="rowsync")
+    check(ops, activation, tile=t96, mode="fused", policy="rowsync", **kw)
 
 
 @pytest.mark.parametrize("activation", ["identity", "relu", "gelu_tanh", "silu"])
@@ -168,14 +172,17 @@ def _hopper() -> bool:
     return str(getattr(jax.devices()[0], "compute_capability", "0")).startswith("9")
 
 
+@pytest.mark.parametrize("tile", [(128, 128, 64), (96, 128, 64)], ids=["128x128", "96x128"])
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 @pytest.mark.parametrize("mode,policy", [("serial", "rowsync"), ("streams", "tilesync"), ("fused", "rowsync"),
                                          ("fused", "tilesync")])
-def test_mma_schedules_compute_the_same_numbers(activation, mode, policy):
+def test_mma_schedules_compute_the_same_numbers(activation, mode, policy, tile):
     # Pingpong and cooperative run the same wgmma sequence per tile (only which
-    # warpgroup holds which rows differs), so the outputs are bitwise equal.
-    # 1100 tokens x ffn 2816: 9 x 22 producer tiles, more than two a CTA, where
-    # auto runs pingpong; ragged rows and out columns.
+    # warpgroup holds which rows, or weight columns, differs; a cooperative
+    # SwiGLU 96x128 tile does the pingpong form's arithmetic after swapping
+    # factors), so the outputs are bitwise equal. 1100 tokens x ffn 2816:
+    # 9 x 22 producer tiles of 128x128 (12 x 22 of 96x128), more than two a
+    # CTA, where auto runs pingpong; ragged rows and out columns.
     if not _hopper():
         pytest.skip("mma_schedule is a choice of the Hopper kernel")
     device = cs.planner.device_model(jax.devices()[0])
@@ -183,7 +190,7 @@ def test_mma_schedules_compute_the_same_numbers(activation, mode, policy):
     ys = []
     for schedule in ("pingpong", "cooperative"):
         plan = cs.plan_mlp(1100, 512, 2816, 1000, activation=activation, device=device, policy=policy,
-                           mode=mode, tile=(128, 128, 64), mma_schedule=schedule).plan
+                           mode=mode, tile=tile, mma_schedule=schedule).plan
         assert plan.mma_schedule == schedule and plan.kernel == 1
         ys.append(np.asarray(check(ops, activation, plan=plan)))
     np.testing.assert_array_equal(ys[0], ys[1])

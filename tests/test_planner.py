@@ -258,7 +258,7 @@ def test_stream_k_auto_weighs_a_stream_k_gemm_against_wider_tiles():
     assert (plan.tile1.n, plan.stream_k) == (192, (False, False))
 
 
-def test_mma_schedule_is_a_plan_choice_of_whole_128x128_tiles():
+def test_mma_schedule_is_a_plan_choice_of_whole_128x128_and_96x128_tiles():
     auto = cs.plan_mlp(256, 8192, 2816, activation="swiglu", device="h200", policy="rowsync", mode="fused",
                        tile=(128, 128, 64)).plan
     assert auto.mma_schedule == "auto" and auto.attributes(0)["mma_schedule"] == 0
@@ -270,6 +270,10 @@ def test_mma_schedule_is_a_plan_choice_of_whole_128x128_tiles():
     pair = cs.plan_mlp(256, 12288, 6144, device="h200", mode="serial",
                        tile=((128, 128, 64), (128, 192, 64)), mma_schedule="cooperative").plan
     assert pair.mma_schedule == "cooperative"
+    # 96x128 tiles (tokens as N) come in both forms too.
+    tok = cs.plan_mlp(256, 8192, 2816, activation="swiglu", device="h200", mode="serial",
+                      tile=((96, 128, 64), (128, 192, 64)), mma_schedule="pingpong").plan
+    assert tok.mma_schedule == "pingpong" and tok.attributes(0)["mma_schedule"] == 1
     with pytest.raises(ValueError, match="mma_schedule: expected one of"):
         cs.plan_mlp(256, 512, 512, device="h200", mma_schedule="coop")
     # Nothing for it to choose: wider tiles, clusters, stream-K, the CPU executor.

@@ -20,8 +20,8 @@
 // up halves and stores silu(gate) * up, so h is a plain [T, F] matrix and
 // the consumer a plain GEMM; the producer stage is re-tiled to match.
 //
-// 128x128 tiles run pingpong, or cooperative where a launch gives a CTA at
-// most two tiles (runs_cooperative).
+// 128x128 and 96x128 tiles run pingpong, or cooperative where a launch gives
+// a CTA at most two tiles (runs_cooperative); the plan may name the form.
 //
 // cluster_m = 2 (opt-in, 128x128 without SwiGLU): 2x1 clusters that share
 // each B tile through TMA multicast; a schedule position is a pair of row
@@ -176,12 +176,26 @@ Error launch_fused(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream, c
 // in serial and RowSync modes.
 bool runs_cooperative(int positions, const DeviceInfo& device) { return positions <= 2 * device.sm_count; }
 
-// Calls f(Cfg{}) with the compiled configuration for a tile width, SwiGLU
-// form, cluster, stream-K and (128x128 whole tiles) cooperative form (checked
+// 96-row tiles run the product transposed (tokens as N): wgmma's M comes in
+// 64s, so only its N can be 96 tokens.
+bool tokens_as_n(int tile_rows) { return tile_rows == 96; }
+
+// Whether a GEMM's tiles come in both MMA forms (pingpong and cooperative):
+// whole 128x128 and 96x128 tiles (clusters and stream-K have one form each).
+bool has_mma_forms(const cusync::Stage& st, bool stream_k, int cluster_m) {
+  return cluster_m == 1 && !stream_k && st.tile_cols == 128 && (st.tile_rows == 128 || tokens_as_n(st.tile_rows));
+}
+
+// Calls f(Cfg{}) with the compiled configuration for a tile shape, SwiGLU
+// form, cluster, stream-K and (see has_mma_forms) cooperative form (checked
 // by the caller: one exists).
 template <class F>
 Error with_config(bool bf16, int rows, int n, bool swiglu, int cluster_m, bool stream_k, bool cooperative, F&& f) {
-  if (rows == 96) {  // 96x128, tokens as N
+  if (tokens_as_n(rows)) {
+    if (cooperative) {
+      if (bf16) return swiglu ? f(ChainBF16x96TokSwigluCoop{}) : f(ChainBF16x96TokCoop{});
+      return swiglu ? f(ChainF16x96TokSwigluCoop{}) : f(ChainF16x96TokCoop{});
+    }
     if (bf16) return swiglu ? f(ChainBF16x96TokSwiglu{}) : f(ChainBF16x96Tok{});
     return swiglu ? f(ChainF16x96TokSwiglu{}) : f(ChainF16x96Tok{});
   }
@@ -211,7 +225,7 @@ Error with_config(bool bf16, int rows, int n, bool swiglu, int cluster_m, bool s
 
 // The configuration that runs stage 0 (producer) or 1 (consumer) of the plan,
 // in a launch of `positions` whole-tile positions (the fused mode: both
-// stages'); the plan's MMA schedule, or the rule, picks 128x128's form.
+// stages'); the plan's MMA schedule, or the rule, picks the form.
 template <class F>
 Error with_stage_config(const MlpSpec& s, bool bf16, int stage, int positions, const DeviceInfo& device, F&& f) {
   const cusync::Stage& st = stage == 0 ? s.producer : s.consumer;
@@ -232,7 +246,7 @@ Error check_plan(const MlpSpec& s) {
   const cusync::Stage &P = s.producer, &C = s.consumer;
   const bool swiglu = P.slices == 2;
   const auto shape_ok = [](const cusync::Stage& st) {
-    if (st.tile_rows == 96) return st.tile_cols == 128;  // tokens as N
+    if (tokens_as_n(st.tile_rows)) return st.tile_cols == 128;
     return st.tile_rows == 128 && (st.tile_cols == 96 || st.tile_cols == 128 || st.tile_cols == 192 ||
                                    st.tile_cols == 256);
   };
@@ -258,13 +272,12 @@ Error check_plan(const MlpSpec& s) {
         tile_text(P, s.tile_k1) + " and " + tile_text(C, s.tile_k2) + (swiglu ? ", SwiGLU" : ""));
   }
   if (s.mma_schedule != cusync_ffi::MmaSchedule::kAuto) {
-    // A chosen schedule must choose something: some GEMM on whole 128x128
-    // tiles, without clusters or stream-K (their forms are fixed).
-    const bool chooses = s.cluster_m == 1 && ((P.tile_rows == 128 && P.tile_cols == 128 && !s.stream_k1) ||
-                                              (C.tile_rows == 128 && C.tile_cols == 128 && !s.stream_k2));
+    // A chosen schedule must choose something: some GEMM whose tiles come
+    // in both forms.
+    const bool chooses = has_mma_forms(P, s.stream_k1, s.cluster_m) || has_mma_forms(C, s.stream_k2, s.cluster_m);
     if (!chooses)
-      return Error::InvalidArgument("cusync_jax: mma_schedule applies to whole 128x128x64 tiles without clusters "
-                                    "or stream-K; the plan runs " + tile_text(P, s.tile_k1) + " and " +
+      return Error::InvalidArgument("cusync_jax: mma_schedule applies to whole 128x128x64 and 96x128x64 tiles "
+                                    "without clusters or stream-K; the plan runs " + tile_text(P, s.tile_k1) + " and " +
                                     tile_text(C, s.tile_k2) + ", cluster_m " + std::to_string(s.cluster_m) +
                                     (s.stream_k1 || s.stream_k2 ? ", stream-K" : ""));
   }

@@ -61,15 +61,19 @@ using namespace cute;
 // in 8s: only this way can a tile be 96 rows high, which fills 132 SMs where
 // 128-row tiles cannot (LLaMA's SwiGLU producer at 256 tokens: 3 x 44 = 132
 // tiles against 2 x 44). The loads are the plain form's; the MMA swaps its
-// operands and the epilogue stores the accumulators transposed.
+// operands and the epilogue stores the accumulators transposed. Pingpong, or
+// cooperative (each MMA warpgroup one 64-column M atom of every tile): where
+// a CTA runs one tile, pingpong leaves one warpgroup alone on the tensor
+// cores. A cooperative SwiGLU tile splits gate (warpgroup 0) from up
+// (warpgroup 1); they swap half their factors through shared memory.
 template <class Element_, int kTileN_, bool kSwiglu_, int kClusterM_ = 1, bool kStreamK_ = false,
           int kEpiBoxes_ = 2, bool kPingpong_ = (kTileN_ <= 128), bool kConvA_ = false,
           bool kTokensN_ = false>
 struct ChainConfig {
   using Element = Element_;
   static constexpr bool kTokensN = kTokensN_;
-  static_assert(!kTokensN || (kTileN_ == 128 && kPingpong_ && kClusterM_ == 1 && !kStreamK_ && !kConvA_),
-                "tokens as N: 96x128 pingpong tiles, without clusters, stream-K or convolution");
+  static_assert(!kTokensN || (kTileN_ == 128 && kClusterM_ == 1 && !kStreamK_ && !kConvA_),
+                "tokens as N: 96x128 tiles, without clusters, stream-K or convolution");
   static constexpr int kTileM = kTokensN ? 96 : 128;
   static constexpr int kTileN = kTileN_;
   static constexpr int kTileK = 64;  // 128 bytes of 16-bit elements: one swizzle row
@@ -114,8 +118,13 @@ struct ChainConfig {
   static constexpr int kEpiWarpElems = kTmaStore ? kEpiBoxes * kEpiBoxElems : 8;
   // ... and next to the epilogue's bands and 2 KB of barriers (binds for
   // 128x192 with two boxes a pass: 5 stages of 40 KB leave no room for them).
+  // Cooperative SwiGLU tiles with tokens as N: each MMA thread hands the
+  // other warpgroup half of its fp32 factors (kTileM / 4 of its kTileM / 2).
+  static constexpr bool kGateExchange = kTokensN && kSwiglu && !kPingpong_;
+  static constexpr int kExchangeFloats = kGateExchange ? kMmaThreads * kTileM / 4 : 0;
   static constexpr int kStagesFit =
-      (227 * 1024 - (kMmaThreads / 32) * kEpiWarpElems * int(sizeof(Element)) - 2048) / kStageBytes;
+      (227 * 1024 - (kMmaThreads / 32) * kEpiWarpElems * int(sizeof(Element)) - kExchangeFloats * 4 - 2048) /
+      kStageBytes;
   static constexpr int kStages = kStagesBudget < kStagesFit ? kStagesBudget : kStagesFit;
 
   // Scheduled tiles in flight between loader and MMA: pingpong keeps two
@@ -238,7 +247,12 @@ struct ChainConfig {
   // each to the peer's mailbox (st.async, which completes the peer's
   // sched_full); the peer frees a slot by arriving on the leader's sched_empty.
   static constexpr int kSchedSlots = 2;
-  using SharedStorageBase = cute::conditional_t<kStreamK, SharedStorageStreamK, SharedStorageOne>;
+  struct SharedStorageExchange : SharedStorageOne {
+    cute::array_aligned<float, (kExchangeFloats > 0 ? kExchangeFloats : 1), 16> exchange;
+  };
+  using SharedStorageBase =
+      cute::conditional_t<kStreamK, SharedStorageStreamK,
+                          cute::conditional_t<kGateExchange, SharedStorageExchange, SharedStorageOne>>;
   struct SharedStorageCluster : SharedStorageBase {
     uint64_t sched_full[kSchedSlots];   // mbarriers (cutlass::arch::ClusterBarrier's static API)
     uint64_t sched_empty[kSchedSlots];

@@ -1,7 +1,7 @@
 // The compiled configurations of the Hopper GEMM-chain kernel. Each is
 // instantiated once, in sm90_chain_f16.cu or sm90_chain_bf16.cu (two files so
 // a two-core build compiles them side by side), the 128x96 ones in
-// sm90_chain_n96.cu, the 96x128 ones (tokens as N) in sm90_chain_tokens_n.cu, the 128x192 ones in sm90_chain_n192.cu, the 2x1-cluster ones in sm90_chain_cluster.cu, the
+// sm90_chain_n96.cu, the 96x128 ones (tokens as N) in sm90_chain_tokens_n.cu (cooperative: sm90_chain_tokens_n_coop.cu), the 128x192 ones in sm90_chain_n192.cu, the 2x1-cluster ones in sm90_chain_cluster.cu, the
 // stream-K ones in sm90_chain_stream_k.cu (128x192: sm90_chain_stream_k192.cu), the
 // cooperative 128x128 ones in sm90_chain_coop.cu, the convolution ones in
 // sm90_conv_f16.cu and sm90_conv_bf16.cu; users see
@@ -25,6 +25,12 @@ using ChainF16x96Tok = ChainConfig<cute::half_t, 128, false, 1, false, 2, true, 
 using ChainBF16x96Tok = ChainConfig<cute::bfloat16_t, 128, false, 1, false, 2, true, false, true>;
 using ChainF16x96TokSwiglu = ChainConfig<cute::half_t, 128, true, 1, false, 2, true, false, true>;
 using ChainBF16x96TokSwiglu = ChainConfig<cute::bfloat16_t, 128, true, 1, false, 2, true, false, true>;
+// The same, cooperative (both MMA warpgroups on every tile): where a launch
+// gives a CTA at most two tiles (runs_cooperative in mlp_sm90.cu).
+using ChainF16x96TokCoop = ChainConfig<cute::half_t, 128, false, 1, false, 2, false, false, true>;
+using ChainBF16x96TokCoop = ChainConfig<cute::bfloat16_t, 128, false, 1, false, 2, false, false, true>;
+using ChainF16x96TokSwigluCoop = ChainConfig<cute::half_t, 128, true, 1, false, 2, false, false, true>;
+using ChainBF16x96TokSwigluCoop = ChainConfig<cute::bfloat16_t, 128, true, 1, false, 2, false, false, true>;
 // 128x192 (cooperative, no SwiGLU form): where 192-wide tiles fill the SMs in
 // whole waves and 128-wide ones do not (GPT-3, 256 tokens, second GEMM: 128
 // tiles instead of 192; 512 tokens, first GEMM: 128 instead of 192).
@@ -123,6 +129,12 @@ using ConvBF16x128CoopStreamK = ChainConfig<cute::bfloat16_t, 128, false, 1, tru
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x96TokSwiglu)  \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x96TokSwiglu)
 
+#define CUSYNC_SM90_CHAIN_TOKENS_N_COOP_INSTANCES(EXTERN)         \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x96TokCoop)        \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x96TokCoop)       \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x96TokSwigluCoop)  \
+  CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x96TokSwigluCoop)
+
 #define CUSYNC_SM90_CHAIN_N192_INSTANCES(EXTERN) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainF16x192) \
   CUSYNC_SM90_CHAIN_INSTANCE(EXTERN, ChainBF16x192)
@@ -152,6 +164,7 @@ CUSYNC_SM90_CONV_BF16_STREAM_K_INSTANCES(extern)
 CUSYNC_SM90_CONV_BF16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_N96_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_TOKENS_N_INSTANCES(extern)
+CUSYNC_SM90_CHAIN_TOKENS_N_COOP_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_N192_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_BF16_INSTANCES(extern)
 CUSYNC_SM90_CHAIN_CLUSTER_INSTANCES(extern)

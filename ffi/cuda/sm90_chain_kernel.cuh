@@ -743,21 +743,23 @@ __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const Ti
 // sends the partner the value it lacks, and the even column's lane stores
 // (c, c + 1) of the first row, the odd one's of the second, 4 bytes a store.
 // `values(m, r, v, i, col)` gives output (token i, column col) of group v at
-// row half r of atom m; kOutAtoms M atoms are stored (SwiGLU: the gate ones).
-template <int kOutAtoms, class Cfg, class Accum, class Coords, class Values>
+// row half r of atom m; kOutAtoms M atoms are stored (SwiGLU: the gate ones),
+// value groups [kV0, kV1) of each (-1: all). Accumulator column c is output
+// column col0 + c - col_shift (a cooperative SwiGLU tile's up warpgroup: 64).
+template <int kOutAtoms, class Cfg, class Accum, class Coords, class Values, int kV0 = 0, int kV1 = -1>
 __device__ __forceinline__ void store_tile_tokens_n(GemmStage<Cfg> const& g, const TileJob& job,
-                                                    Coords const& coords, Values&& values) {
+                                                    Coords const& coords, Values&& values, int col_shift = 0) {
   static_assert(Cfg::kTokensN);
-  constexpr int kGroups = decltype(size<0, 2>(std::declval<Accum>()))::value;
+  constexpr int kGroups = kV1 < 0 ? decltype(size<0, 2>(std::declval<Accum>()))::value : kV1;
   const bool pair_ok = (g.out_ld % 2 == 0) && (job.col0 % 2 == 0);
   CUTE_UNROLL
   for (int m = 0; m < kOutAtoms; ++m) {
     CUTE_UNROLL
     for (int r = 0; r < 2; ++r) {
       CUTE_UNROLL
-      for (int v = 0; v < kGroups; ++v) {
+      for (int v = kV0; v < kGroups; ++v) {
         const auto c = make_coord(make_coord(0, r, v), m, 0);
-        const int col = job.col0 + get<0>(coords(c));
+        const int col = job.col0 + get<0>(coords(c)) - col_shift;
         const int row = job.row0 + get<1>(coords(c));
         const float a0 = values(m, r, v, 0, col), a1 = values(m, r, v, 1, col);
         const bool odd = (get<0>(coords(c)) & 1) != 0;
@@ -858,6 +860,60 @@ __device__ __forceinline__ void store_gated_tile_tokens_n(ChainParams<Cfg> const
   });
 }
 
+// The same, cooperative (Cfg::kGateExchange): warpgroup 0 holds the gate
+// atom, warpgroup 1 the same up columns, thread t of each at the same
+// positions. Each stores half the tile's value groups (0 the first half, 1
+// the second) and first hands the other, through shared memory, its factors
+// of the other half, so the two store in parallel. The arithmetic is the
+// pingpong form's, so the outputs are bitwise equal.
+template <class Cfg, class Accum, class Coords>
+__device__ __forceinline__ void store_gated_tile_tokens_n_coop(ChainParams<Cfg> const& p, const TileJob& job,
+                                                               Accum const& accum, Coords const& coords,
+                                                               float* exchange) {
+  static_assert(Cfg::kGateExchange && decltype(size<1>(accum))::value == 1, "one M atom a warpgroup");
+  constexpr int kGroups = decltype(size<0, 2>(accum))::value;
+  constexpr int kHalf = kGroups / 2;
+  constexpr int kSent = 4 * kHalf;  // (i, r, v) values a thread sends
+  static_assert(2 * kSent * 128 == Cfg::kExchangeFloats, "the exchange holds both warpgroups' halves");
+  const GemmStage<Cfg>& g = p.stage[0];
+  const int mma_thread = int(threadIdx.x) - Cfg::kLoadThreads;
+  const int group = mma_thread / 128, t = mma_thread % 128;
+  auto const* const bias = group == 0 ? g.bias : g.bias_up;
+  const int col1 = job.col1, shift = group * 64;
+  // This warpgroup's factor (gate or up, bias added) at (i, r, v).
+  auto factor = [&](int r, int v, int i) {
+    float a = accum(make_coord(make_coord(i, r, v), 0, 0));
+    const int col = job.col0 + get<0>(coords(make_coord(make_coord(0, r, v), 0, 0))) - shift;
+    if (bias != nullptr && col < col1) a += float(bias[col]);
+    return a;
+  };
+  float* const sent = exchange + group * kSent * 128;
+  float* const got = exchange + (1 - group) * kSent * 128;
+  // The half the other warpgroup stores (a compile-time offset: a run-time
+  // one would index the accumulators dynamically, through local memory).
+  auto send = [&](auto send0) {
+    CUTE_UNROLL
+    for (int v = 0; v < kHalf; ++v)
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r)
+        CUTE_UNROLL
+        for (int i = 0; i < 2; ++i) sent[((v * 2 + r) * 2 + i) * 128 + t] = factor(r, decltype(send0)::value + v, i);
+  };
+  if (group == 0) send(Int<kHalf>{});
+  else send(Int<0>{});
+  mma_warpgroups_sync(Cfg::kMmaThreads);
+  auto gated = [&](int, int r, int v, int i, int) {
+    const float other = got[(((v % kHalf) * 2 + r) * 2 + i) * 128 + t];
+    const float mine = factor(r, v, i);
+    const float gate = group == 0 ? mine : other, up = group == 0 ? other : mine;
+    return gate / (1.f + expf(-gate)) * up;
+  };
+  if (group == 0) store_tile_tokens_n<1, Cfg, Accum, Coords, decltype(gated)&, 0, kHalf>(g, job, coords, gated, 0);
+  else store_tile_tokens_n<1, Cfg, Accum, Coords, decltype(gated)&, kHalf, kGroups>(g, job, coords, gated, 64);
+  // Both have read the exchange before either writes the next tile's.
+  mma_warpgroups_sync(Cfg::kMmaThreads);
+}
+
 // SwiGLU producer epilogue: h[r, col0 + c] = silu(gate + b_gate) * (up + b_up)
 // for c < kTileN/2, where accumulator column c is gate column col0 + c and
 // column c + kTileN/2 the same up column: value group v + N/16 is v's column
@@ -894,12 +950,14 @@ __device__ __forceinline__ void store_gated_tile(ChainParams<Cfg> const& p, cons
 
 template <class Cfg, class Accum, class Coords>
 __device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const TileJob& job, Accum const& accum,
-                                           Coords const& coords, typename Cfg::Element* band) {
+                                           Coords const& coords, typename Cfg::Element* band,
+                                           [[maybe_unused]] float* exchange) {
   using A = cusync::Activation;
   if constexpr (Cfg::kSwiglu) {
     // The SwiGLU configurations run only the SwiGLU MLP: a gated producer
     // and a consumer without activation.
     if (job.stage != 0) store_tile_as<A::kIdentity>(p, job, accum, coords, band);
+    else if constexpr (Cfg::kGateExchange) store_gated_tile_tokens_n_coop(p, job, accum, coords, exchange);
     else if constexpr (Cfg::kTokensN) store_gated_tile_tokens_n(p, job, accum, coords);
     else store_gated_tile(p, job, accum, coords, band);
     return;
@@ -1075,7 +1133,9 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
         continue;
     }
 
-    store_tile(p, job, accum, coords, smem.epi.data() + (mma_thread / 32) * Cfg::kEpiWarpElems);
+    float* exchange = nullptr;
+    if constexpr (Cfg::kGateExchange) exchange = smem.exchange.data();
+    store_tile(p, job, accum, coords, smem.epi.data() + (mma_thread / 32) * Cfg::kEpiWarpElems, exchange);
     CUSYNC_PHASE(6, first_tile);
 
     // Clusters: an empty peer tile stored nothing and posts nothing.
