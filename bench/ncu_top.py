@@ -82,6 +82,16 @@ def main(argv=None) -> None:
         print(f"== kernel {n}: {title[:160]}")
         print(f"{len(rows)} instructions, column {samp!r}, {total:.0f} samples")
         print("static opcode counts:", " ".join(f"{k}:{v}" for k, v in ops.most_common(25)))
+        # Executed warp instructions per opcode, where the profile counted them
+        # (--section SourceCounters): what the kernel issues, not what it holds.
+        if "Instructions Executed" in cols:
+            executed = collections.Counter()
+            for r in rows:
+                op = next((w for w in r["Source"].split() if not w.startswith("@")), "").split(".")[0]
+                executed[op] += num(r["Instructions Executed"])
+            done = sum(executed.values()) or 1.0
+            print(f"executed warp instructions: {done:.4g};",
+                  " ".join(f"{k}:{100 * v / done:.1f}%" for k, v in executed.most_common(12)))
         if marks:
             print("samples by region:")
             for name, s in regions(rows, samp, marks):
