@@ -109,10 +109,13 @@ CUDA_CONFIGS = (
                  relative_rate=0.85, swiglu_strided=False, default_order="grouped", swiglu=False,
                  stream_k=True),
     # 96x128 (tokens as N: the product runs transposed, the weight tile as
-    # wgmma's M and 96 rows of x as its N; pingpong; SwiGLU tiles hold 64 gate
-    # and 64 up columns): 96-row tiles fill the SMs where 128-row ones do not
-    # (LLaMA's SwiGLU producer: 3 x 44 = 132 tiles at 256 tokens against
-    # 2 x 44). Opt-in (tile=(96, 128, 64)) until measured.
+    # wgmma's M and 96 rows of x as its N; pingpong or cooperative like
+    # 128x128; SwiGLU tiles hold 64 gate and 64 up columns): 96-row tiles fill
+    # the SMs where 128-row ones do not (LLaMA's SwiGLU producer: 3 x 44 = 132
+    # tiles at 256 tokens against 2 x 44). Opt-in (tile=(96, 128, 64)): it
+    # measured 1.02-1.05x of serial for GPT-3's first GEMM at 768 tokens, but
+    # LLaMA's SwiGLU producer at 256 took 59 us (cooperative) and 66 us
+    # (pingpong) against 51 on 128x128 (bench/NOTES_sm90.md, stops 33-34).
     KernelConfig(1, TileShape(96, 128, 64), 1, "sm90_96x128x64", min_arch=90, max_arch=90,
                  relative_rate=0.85, swiglu_strided=False, default_order="grouped", automatic=False),
 )
