@@ -737,6 +737,9 @@ __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const Ti
   }
 }
 
+// SwiGLU's output from its two fp32 factors (biases added): silu(gate) * up.
+__device__ __forceinline__ float swiglu(float gate, float up) { return gate / (1.f + expf(-gate)) * up; }
+
 // Tokens as N (Cfg::kTokensN): accumulator (i, r, v) of M atom m is output
 // column coords.0 and row (token) coords.1 + i, so a thread holds two rows of
 // one column. Lanes l and l ^ 4 hold adjacent columns of the same rows: each
@@ -746,7 +749,7 @@ __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const Ti
 // row half r of atom m; kOutAtoms M atoms are stored (SwiGLU: the gate ones),
 // value groups [kV0, kV1) of each (-1: all). Accumulator column c is output
 // column col0 + c - col_shift (a cooperative SwiGLU tile's up warpgroup: 64).
-template <int kOutAtoms, class Cfg, class Accum, class Coords, class Values, int kV0 = 0, int kV1 = -1>
+template <int kOutAtoms, class Cfg, class Accum, int kV0 = 0, int kV1 = -1, class Coords, class Values>
 __device__ __forceinline__ void store_tile_tokens_n(GemmStage<Cfg> const& g, const TileJob& job,
                                                     Coords const& coords, Values&& values, int col_shift = 0) {
   static_assert(Cfg::kTokensN);
@@ -856,7 +859,7 @@ __device__ __forceinline__ void store_gated_tile_tokens_n(ChainParams<Cfg> const
     float up = accum(make_coord(make_coord(i, r, v), m + 1, 0));
     if (bias != nullptr && col < col1) gate += float(bias[col]);
     if (bias_up != nullptr && col < col1) up += float(bias_up[col]);
-    return gate / (1.f + expf(-gate)) * up;
+    return swiglu(gate, up);
   });
 }
 
@@ -906,10 +909,10 @@ __device__ __forceinline__ void store_gated_tile_tokens_n_coop(ChainParams<Cfg> 
     const float other = got[(((v % kHalf) * 2 + r) * 2 + i) * 128 + t];
     const float mine = factor(r, v, i);
     const float gate = group == 0 ? mine : other, up = group == 0 ? other : mine;
-    return gate / (1.f + expf(-gate)) * up;
+    return swiglu(gate, up);
   };
-  if (group == 0) store_tile_tokens_n<1, Cfg, Accum, Coords, decltype(gated)&, 0, kHalf>(g, job, coords, gated, 0);
-  else store_tile_tokens_n<1, Cfg, Accum, Coords, decltype(gated)&, kHalf, kGroups>(g, job, coords, gated, 64);
+  if (group == 0) store_tile_tokens_n<1, Cfg, Accum, 0, kHalf>(g, job, coords, gated, 0);
+  else store_tile_tokens_n<1, Cfg, Accum, kHalf, kGroups>(g, job, coords, gated, 64);
   // Both have read the exchange before either writes the next tile's.
   mma_warpgroups_sync(Cfg::kMmaThreads);
 }
@@ -944,7 +947,7 @@ __device__ __forceinline__ void store_gated_tile(ChainParams<Cfg> const& p, cons
       if (col < col1) x0 += float(bias_up[col]);
       if (col + 1 < col1) x1 += float(bias_up[col + 1]);
     }
-    return make_float2(g0 / (1.f + expf(-g0)) * x0, g1 / (1.f + expf(-g1)) * x1);
+    return make_float2(swiglu(g0, x0), swiglu(g1, x1));
   });
 }
 
