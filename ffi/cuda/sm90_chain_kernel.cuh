@@ -1050,6 +1050,11 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
   const int tile_thread = kPingpong ? mma_thread % 128 : mma_thread;
   typename Cfg::TiledMma tiled_mma;
   auto thr_mma = tiled_mma.get_thread_slice(tile_thread);
+  // Shared-memory operands' descriptors depend only on the warpgroup: taking
+  // them from its first thread, broadcast from lane 0, lets the compiler see
+  // them as warp-uniform and build them in uniform registers (not one R2UR
+  // per descriptor per wgmma).
+  auto wg_mma = tiled_mma.get_thread_slice(__shfl_sync(~0u, tile_thread & ~127, 0));
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});
   Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});
   // Tokens as N: the weight stage is wgmma's A, x's its B.
@@ -1057,10 +1062,10 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     if constexpr (Cfg::kTokensN) return cute::make_tuple(sB, sA);
     else return cute::make_tuple(sA, sB);
   }();
-  Tensor tCsA = thr_mma.partition_A(get<0>(operands));
-  Tensor tCsB = thr_mma.partition_B(get<1>(operands));
-  Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // smem descriptors
-  Tensor tCrB = thr_mma.make_fragment_B(tCsB);
+  Tensor tCsA = wg_mma.partition_A(get<0>(operands));
+  Tensor tCsB = wg_mma.partition_B(get<1>(operands));
+  Tensor tCrA = wg_mma.make_fragment_A(tCsA);  // smem descriptors
+  Tensor tCrB = wg_mma.make_fragment_B(tCsB);
   Tensor accum = partition_fragment_C(tiled_mma, typename Cfg::MmaTile{});
   Tensor coords = thr_mma.partition_C(make_identity_tensor(typename Cfg::MmaTile{}));
   constexpr int kBlocks = size<2>(decltype(tCrA){});
@@ -1101,10 +1106,12 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     for (int kb = 0; kb < k_tiles; ++kb) {
       CUSYNC_PHASE_WAITED(waited_data, first_tile && kb > 0, pipeline.consumer_wait(read));
       CUSYNC_PHASE(4, first_tile && kb == 0);
+      // Warp-uniform by construction; the broadcast lets the compiler know.
+      const int stage = __shfl_sync(~0u, read.index(), 0);
       warpgroup_arrive();
       CUTE_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
-        cute::gemm(tiled_mma, tCrA(_, _, b, read.index()), tCrB(_, _, b, read.index()), accum);
+        cute::gemm(tiled_mma, tCrA(_, _, b, stage), tCrB(_, _, b, stage), accum);
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
