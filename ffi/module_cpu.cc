@@ -14,6 +14,7 @@
 #include "common/conv_spec.h"
 #include "common/mlp_spec.h"
 #include "cusync/dependency.h"
+#include "cusync/divisor.h"
 #include "cusync/halo_tiling.h"
 #include "cusync/policy.h"
 #include "cusync/satisfied_semaphores.h"
@@ -217,6 +218,38 @@ NB_MODULE(_cusync_cpu, m) {
       nb::arg("rows"), nb::arg("cols"), nb::arg("slices"), nb::arg("tile_rows"), nb::arg("tile_cols"),
       nb::arg("order"), nb::arg("group_rows") = cusync::kGroupRows,
       "The tiles of a stage in the order they are handed out.");
+
+  m.def(
+      "stage_tile_bounds",
+      [](int rows, int cols, int slices, int tile_rows, int tile_cols, int order, int group_rows, bool precomputed) {
+        cusync::Stage st = make_stage(rows, cols, slices, tile_rows, tile_cols, order);
+        st.group_rows = group_rows;
+        const cusync::StageDivisors d(st);
+        std::vector<std::tuple<int, int, int, int, int, int>> out;
+        for (int i = 0; i < st.tile_count(); ++i) {
+          const cusync::Tile t = precomputed ? d.tile(st, i) : st.tile(i);
+          if (precomputed)
+            out.emplace_back(t.row, t.col, st.row_begin(t), st.row_end(t), st.col_begin(t, d.tiles_per_slice),
+                             st.col_end(t, d.tiles_per_slice));
+          else
+            out.emplace_back(t.row, t.col, st.row_begin(t), st.row_end(t), st.col_begin(t), st.col_end(t));
+        }
+        return out;
+      },
+      nb::arg("rows"), nb::arg("cols"), nb::arg("slices"), nb::arg("tile_rows"), nb::arg("tile_cols"),
+      nb::arg("order"), nb::arg("group_rows"), nb::arg("precomputed"),
+      "Per schedule position, (tile row, tile col, row_begin, row_end, col_begin, col_end); precomputed: "
+      "through the stage's StageDivisors (the GPU kernels' path) instead of plain division.");
+
+  m.def(
+      "fast_divide",
+      [](int n, int d) {
+        if (d < 1) throw nb::value_error("fast_divide: the divisor must be at least 1");
+        if (n < 0) throw nb::value_error("fast_divide: the dividend must be non-negative");
+        const cusync::FastDivisor f(d);
+        return std::make_pair(f.div(n), f.mod(n));
+      },
+      nb::arg("n"), nb::arg("d"), "(n / d, n % d) through cusync::FastDivisor (divisor.h).");
 
   m.def(
       "policy_semaphores",

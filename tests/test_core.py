@@ -37,6 +37,40 @@ def test_strided_order_puts_slices_of_one_column_together():
     assert sorted(order) == [(r, c) for r in range(2) for c in range(6)]
 
 
+def test_fast_divisor_divides_exactly():
+    # Divisors around powers of two, where the multiplier's rounding is tightest,
+    # and dividends at the ends of the range the kernels use (0 .. 2^31 - 1).
+    divisors = {1, 2, 3, 5, 6, 7, 9, 11, 12, 24, 44, 88, 96, 132, 641, 1000, 65535, 2**31 - 1}
+    divisors |= {2**k + e for k in range(1, 31) for e in (-1, 0, 1)}
+    rng = random.Random(7)
+    for d in sorted(divisors):
+        dividends = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2**31 - 1, 2**31 - d}
+        dividends |= {rng.randrange(2**31) for _ in range(50)}
+        for n in dividends:
+            if 0 <= n < 2**31:
+                assert core.fast_divide(n, d) == divmod(n, d), (n, d)
+    with pytest.raises(ValueError, match="divisor"):
+        core.fast_divide(5, 0)
+
+
+@pytest.mark.parametrize("order", [ROW_MAJOR, COLUMN_MAJOR, STRIDED, GROUPED])
+def test_precomputed_divisors_map_every_position_as_plain_division(order):
+    # The GPU kernels' position -> tile map (StageDivisors) against the plain
+    # one, over ragged grids, bands that do and do not divide the rows, and
+    # SwiGLU-like slices.
+    rng = random.Random(order)
+    for _ in range(60):
+        tile_rows, tile_cols = rng.choice([(16, 16), (64, 128), (128, 96), (128, 256)])
+        slices = rng.choice([1, 2, 3]) if order == STRIDED else rng.choice([1, 2])
+        rows = rng.randrange(1, 40) * tile_rows - rng.randrange(tile_rows)
+        cols = rng.randrange(1, 12) * tile_cols - rng.randrange(tile_cols)
+        group_rows = rng.choice([1, 2, 3, 8, 16, 17])
+        args = (rows, cols, slices, tile_rows, tile_cols, order, group_rows)
+        fast = core.stage_tile_bounds(*args, precomputed=True)
+        assert fast == core.stage_tile_bounds(*args, precomputed=False), args
+        assert [t[:2] for t in fast] == core.stage_schedule(*args), args
+
+
 def test_tile_sync_one_semaphore_per_tile():
     count, per, posts = core.policy_semaphores(TILE, 0, 48, 40, 1, 16, 16)
     assert (count, per) == (9, 1)

@@ -80,6 +80,7 @@ struct GemmStage {
   typename Cfg::Element const* bias;     // [n_all] or null (SwiGLU producer: the gate bias)
   typename Cfg::Element const* bias_up;  // SwiGLU producer: the up bias [n_all], or null
   cusync::Stage tiling;                  // output tiles, their order and slices
+  cusync::StageDivisors divisors;        // tiling's, precomputed: cheap position -> tile maps
   cusync::Activation activation;
   typename Cfg::ConvAField conv;         // Cfg::kConvA: A through im2col (else empty)
 };
@@ -159,8 +160,9 @@ __device__ __forceinline__ TileJob resolve(ChainParams<Cfg> const& p, int pos) {
   j.segment = 0;
   j.segments = 1;
   const cusync::Stage& s = p.stage[j.stage].tiling;
+  const cusync::StageDivisors& d = p.stage[j.stage].divisors;
   if constexpr (Cfg::kClusterM == 1) {
-    j.tile = s.tile(j.stage == 0 ? pos : pos - p.tiles0);
+    j.tile = d.tile(s, j.stage == 0 ? pos : pos - p.tiles0);
   } else {
     // This CTA's row tile of the pair; past the last row tile, row_end <=
     // row_begin and the tile is empty.
@@ -172,9 +174,9 @@ __device__ __forceinline__ TileJob resolve(ChainParams<Cfg> const& p, int pos) {
   }
   j.row0 = s.row_begin(j.tile);
   j.row1 = s.row_end(j.tile);
-  j.col0 = s.col_begin(j.tile);
-  j.col1 = s.col_end(j.tile);
-  j.slice = s.slice_of(j.tile);
+  j.col0 = s.col_begin(j.tile, d.tiles_per_slice);
+  j.col1 = s.col_end(j.tile, d.tiles_per_slice);
+  j.slice = s.slice_of(j.tile, d.tiles_per_slice);
   return j;
 }
 
@@ -509,7 +511,9 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     // TileSync, one producer row: producer columns below ready_col are known
     // complete (and ordered before our TMA reads).
     const cusync::Stage& P = p.stage[0].tiling;
-    const int prow = job.row0 / P.tile_rows;
+    // (Divided only where a tile waits: a division is ~20 instructions on
+    // the loader's path to its first TMA issue.)
+    const int prow = waits ? job.row0 / P.tile_rows : 0;
     const bool probe = CUSYNC_SM90_TILESYNC_PROBE && !Cfg::kConvA && waits &&
                        p.policy.kind == cusync::PolicyKind::kTileSync &&
                        prow == (job.row1 - 1) / P.tile_rows;

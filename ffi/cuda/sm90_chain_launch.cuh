@@ -41,6 +41,7 @@ GemmStage<Cfg> make_gemm_stage(typename Cfg::Element const* a, int rows, int k, 
   g.bias = bias;
   g.bias_up = nullptr;
   g.tiling = tiling;
+  g.divisors = cusync::StageDivisors(tiling);
   g.activation = activation;
   return g;
 }
@@ -75,7 +76,10 @@ template <class Cfg>
 void single_stage_schedule(ChainParams<Cfg>& p, const GemmStage<Cfg>& g, int stage,
                            const cusync::Stage& producer_tiling, bool synced, int* sync) {
   p.stage[0] = p.stage[1] = g;
-  if (stage == 1) p.stage[0].tiling = producer_tiling;
+  if (stage == 1) {
+    p.stage[0].tiling = producer_tiling;
+    p.stage[0].divisors = cusync::StageDivisors(producer_tiling);
+  }
   const int positions = schedule_positions<Cfg>(g.tiling);
   p.tiles0 = stage == 0 ? positions : 0;
   p.begin = 0;
@@ -206,6 +210,8 @@ cudaError_t launch_chain(const ChainParams<Cfg>& p, int sm_count, cudaStream_t s
   // streams), never as a programmatic dependent launched behind it: its CTAs
   // could hold SMs while the producer's still queue.
   if (p.wait_prior_grid && p.consumer_waits) return cudaErrorInvalidValue;
+  for (const auto& g : p.stage)
+    if (!g.divisors.describes(g.tiling)) return cudaErrorInvalidValue;
   // wait_prior_grid: a programmatic dependent of the previous kernel in the
   // stream (it may start once every CTA of that kernel has started; the
   // kernel waits for its completion before reading A).

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "defs.h"
+#include "divisor.h"
 #include "tile_order.h"
 
 namespace cusync {
@@ -36,12 +37,49 @@ struct Stage {
   // [col_begin, col_end) in the full (all slices) output.
   CUSYNC_HD int row_begin(Tile t) const { return t.row * tile_rows; }
   CUSYNC_HD int row_end(Tile t) const { return min_int(rows, (t.row + 1) * tile_rows); }
-  CUSYNC_HD int slice_of(Tile t) const { return t.col / tiles_per_slice(); }
-  CUSYNC_HD int col_begin(Tile t) const {
-    return slice_of(t) * cols + (t.col % tiles_per_slice()) * tile_cols;
+  CUSYNC_HD int slice_of(Tile t) const { return slice_of(t, IntDivisor{tiles_per_slice()}); }
+  CUSYNC_HD int col_begin(Tile t) const { return col_begin(t, IntDivisor{tiles_per_slice()}); }
+  CUSYNC_HD int col_end(Tile t) const { return col_end(t, IntDivisor{tiles_per_slice()}); }
+
+  // The same, given tiles_per_slice() as a divisor (StageDivisors below).
+  template <class Divisor>
+  CUSYNC_HD int slice_of(Tile t, const Divisor& per_slice) const { return per_slice.div(t.col); }
+  template <class Divisor>
+  CUSYNC_HD int col_begin(Tile t, const Divisor& per_slice) const {
+    return slice_of(t, per_slice) * cols + per_slice.mod(t.col) * tile_cols;
   }
-  CUSYNC_HD int col_end(Tile t) const {
-    return slice_of(t) * cols + min_int(cols, (t.col % tiles_per_slice() + 1) * tile_cols);
+  template <class Divisor>
+  CUSYNC_HD int col_end(Tile t, const Divisor& per_slice) const {
+    return slice_of(t, per_slice) * cols + min_int(cols, (per_slice.mod(t.col) + 1) * tile_cols);
+  }
+};
+
+// A stage's divisions, precomputed on the host for the GPU kernels: where a
+// kernel maps each schedule position to its tile and bounds, these replace
+// the plain divisions (the same results: tile_order.h has one mapping).
+struct StageDivisors {
+  FastDivisor rows, cols, slices, group_rows, last_band, tiles_per_slice;
+
+  StageDivisors() = default;
+  explicit StageDivisors(const Stage& s)
+      : rows(s.grid_rows()),
+        cols(s.grid_cols()),
+        slices(s.slices),
+        group_rows(s.group_rows),
+        last_band(s.grid_rows() % s.group_rows == 0 ? 1 : s.grid_rows() % s.group_rows),
+        tiles_per_slice(s.tiles_per_slice()) {}
+
+  // Built from s (a launch checks this: a stale copy would map positions
+  // to the wrong tiles).
+  bool describes(const Stage& s) const {
+    const StageDivisors d(s);
+    return rows.value() == d.rows.value() && cols.value() == d.cols.value() && slices.value() == d.slices.value() &&
+           group_rows.value() == d.group_rows.value() && last_band.value() == d.last_band.value() &&
+           tiles_per_slice.value() == d.tiles_per_slice.value();
+  }
+
+  CUSYNC_HD Tile tile(const Stage& s, int index) const {
+    return tile_at(s.order, index, rows, cols, slices, group_rows, last_band);
   }
 };
 

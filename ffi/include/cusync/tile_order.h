@@ -7,6 +7,7 @@
 #pragma once
 
 #include "defs.h"
+#include "divisor.h"
 
 namespace cusync {
 
@@ -34,29 +35,40 @@ struct Tile {
 // Maps a schedule position to a tile of a rows x cols grid. `slices` splits the
 // columns into equal groups whose tile j belong together (SwiGLU's gate and up
 // halves: slices = 2); only kStrided uses it. `group_rows`: kGrouped's band.
-CUSYNC_HD Tile tile_at(TileOrder order, int index, int rows, int cols, int slices,
-                       int group_rows = kGroupRows) {
+// The divisors (divisor.h) carry those three numbers and the grid's width:
+// IntDivisor divides plainly, FastDivisor with its precomputed multiplier.
+// `last_band`: rows % group_rows, the height of a lower last band (0: none).
+template <class Divisor>
+CUSYNC_HD Tile tile_at(TileOrder order, int index, const Divisor& rows, const Divisor& cols,
+                       const Divisor& slices, const Divisor& group_rows, const Divisor& last_band) {
   switch (order) {
     case TileOrder::kColumnMajor:
-      return Tile{index % rows, index / rows};
+      return Tile{rows.mod(index), rows.div(index)};
     case TileOrder::kStrided: {
-      const int row = index / cols;
-      const int within = index % cols;
-      const int per_slice = cols / slices;
-      return Tile{row, within / slices + (within % slices) * per_slice};
+      const int row = cols.div(index);
+      const int within = index - row * cols.value();
+      const int per_slice = slices.div(cols.value());
+      return Tile{row, slices.div(within) + slices.mod(within) * per_slice};
     }
     case TileOrder::kGrouped: {
-      const int per_group = group_rows * cols;
-      const int group = index / per_group;
-      const int first_row = group * group_rows;
-      const int band = rows - first_row < group_rows ? rows - first_row : group_rows;
-      const int within = index - group * per_group;
-      return Tile{first_row + within % band, within / band};
+      // index / (group_rows * cols), as two divisions by known divisors.
+      const int group = group_rows.div(cols.div(index));
+      const int first_row = group * group_rows.value();
+      const int within = index - first_row * cols.value();
+      // The last band may be lower than the others.
+      const Divisor& band = rows.value() - first_row < group_rows.value() ? last_band : group_rows;
+      return Tile{first_row + band.mod(within), band.div(within)};
     }
     case TileOrder::kRowMajor:
     default:
-      return Tile{index / cols, index % cols};
+      return Tile{cols.div(index), cols.mod(index)};
   }
+}
+
+CUSYNC_HD Tile tile_at(TileOrder order, int index, int rows, int cols, int slices,
+                       int group_rows = kGroupRows) {
+  return tile_at(order, index, IntDivisor{rows}, IntDivisor{cols}, IntDivisor{slices}, IntDivisor{group_rows},
+                 IntDivisor{rows % group_rows});
 }
 
 }  // namespace cusync
