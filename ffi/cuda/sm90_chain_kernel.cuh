@@ -64,6 +64,15 @@
 
 namespace cusync_sm90 {
 
+// Prologue experiments for the phase-stamp harness (bench/NOTES_sm90.md, stop
+// 35); the package builds them off.
+#ifndef CUSYNC_SM90_WARM_PARAMS
+#define CUSYNC_SM90_WARM_PARAMS 0
+#endif
+#ifndef CUSYNC_SM90_STATIC_FIRST
+#define CUSYNC_SM90_STATIC_FIRST 0
+#endif
+
 // One GEMM of the chain: out[rows, n] = epilogue(A @ B).
 template <class Cfg>
 struct GemmStage {
@@ -309,9 +318,6 @@ __device__ __forceinline__ void wait_for_producer(ChainParams<Cfg> const& p, con
 // of one acquire round trip per tile. Returns how many columns from `col` on
 // are complete (a prefix); the caller orders them with one fence.
 // -DCUSYNC_SM90_TILESYNC_PROBE=0 falls back to one acquire per producer tile.
-#ifndef CUSYNC_SM90_WARM_PARAMS
-#define CUSYNC_SM90_WARM_PARAMS 0
-#endif
 #ifndef CUSYNC_SM90_TILESYNC_PROBE
 #define CUSYNC_SM90_TILESYNC_PROBE 1
 #endif
@@ -432,6 +438,14 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     if (Cfg::kStreamK && stream_k) {
       pos = unit < unit_end ? unit : kStreamKDone;
     } else if constexpr (Cfg::kClusterM == 1) {
+#if CUSYNC_SM90_STATIC_FIRST
+      // Experiment (phase stamps only): where no tile of the launch waits,
+      // the CTA's first position is its index (the grid never exceeds the
+      // positions) and the counter hands out the rest.
+      if (!p.consumer_waits)
+        pos = tile_write.count() == 0 ? p.begin + int(blockIdx.x) : p.begin + int(gridDim.x) + atomicAdd(p.counter, 1);
+      else
+#endif
       pos = p.begin + atomicAdd(p.counter, 1);
     } else if (rank == 0) {
       // Take the slot first: a position is claimed only when it can be sent.
