@@ -66,6 +66,7 @@ struct StageDivisors {
         cols(s.grid_cols()),
         slices(s.slices),
         group_rows(s.group_rows),
+        // Without a lower last band it is never used (and a divisor is >= 1).
         last_band(s.grid_rows() % s.group_rows == 0 ? 1 : s.grid_rows() % s.group_rows),
         tiles_per_slice(s.tiles_per_slice()) {}
 
