@@ -226,13 +226,13 @@ NB_MODULE(_cusync_cpu, m) {
         st.group_rows = group_rows;
         const cusync::StageDivisors d(st);
         std::vector<std::tuple<int, int, int, int, int, int>> out;
+        auto add = [&](cusync::Tile t, const auto& per_slice) {
+          out.emplace_back(t.row, t.col, st.row_begin(t), st.row_end(t), st.col_begin(t, per_slice),
+                           st.col_end(t, per_slice));
+        };
         for (int i = 0; i < st.tile_count(); ++i) {
-          const cusync::Tile t = precomputed ? d.tile(st, i) : st.tile(i);
-          if (precomputed)
-            out.emplace_back(t.row, t.col, st.row_begin(t), st.row_end(t), st.col_begin(t, d.tiles_per_slice),
-                             st.col_end(t, d.tiles_per_slice));
-          else
-            out.emplace_back(t.row, t.col, st.row_begin(t), st.row_end(t), st.col_begin(t), st.col_end(t));
+          if (precomputed) add(d.tile(st, i), d.tiles_per_slice);
+          else add(st.tile(i), cusync::IntDivisor{st.tiles_per_slice()});
         }
         return out;
       },

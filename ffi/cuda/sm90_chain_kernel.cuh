@@ -95,7 +95,7 @@ struct GemmStage {
   typename Cfg::Element const* bias;     // [n_all] or null (SwiGLU producer: the gate bias)
   typename Cfg::Element const* bias_up;  // SwiGLU producer: the up bias [n_all], or null
   cusync::Stage tiling;                  // output tiles, their order and slices
-  cusync::StageDivisors divisors;        // tiling's, precomputed: cheap position -> tile maps
+  cusync::StageDivisors divisors;        // tiling's, precomputed (set_tiling sets both)
   cusync::Activation activation;
   typename Cfg::ConvAField conv;         // Cfg::kConvA: A through im2col (else empty)
 };

@@ -17,6 +17,13 @@ inline bool tma_compatible(const void* base, long long row_stride_elems, int ele
   return reinterpret_cast<uintptr_t>(base) % 16 == 0 && (row_stride_elems * elem_bytes) % 16 == 0;
 }
 
+// A stage's tiling and its precomputed divisors, set together so that the
+// kernel never maps positions through a stale copy of either.
+template <class Cfg>
+void set_tiling(GemmStage<Cfg>& g, const cusync::Stage& tiling) {
+  set_tiling(g, tiling);
+}
+
 // out[rows, :] (tiles of `tiling`) = activation(A @ B + bias).
 // A: [rows, k] with row stride a_ld. B: [k, n_all] row-major.
 template <class Cfg>
@@ -40,8 +47,7 @@ GemmStage<Cfg> make_gemm_stage(typename Cfg::Element const* a, int rows, int k, 
   if (g.tma_store) g.tma_out = Cfg::make_tma_out(out, rows, n_all, out_ld);
   g.bias = bias;
   g.bias_up = nullptr;
-  g.tiling = tiling;
-  g.divisors = cusync::StageDivisors(tiling);
+  set_tiling(g, tiling);
   g.activation = activation;
   return g;
 }
@@ -76,10 +82,7 @@ template <class Cfg>
 void single_stage_schedule(ChainParams<Cfg>& p, const GemmStage<Cfg>& g, int stage,
                            const cusync::Stage& producer_tiling, bool synced, int* sync) {
   p.stage[0] = p.stage[1] = g;
-  if (stage == 1) {
-    p.stage[0].tiling = producer_tiling;
-    p.stage[0].divisors = cusync::StageDivisors(producer_tiling);
-  }
+  if (stage == 1) set_tiling(p.stage[0], producer_tiling);
   const int positions = schedule_positions<Cfg>(g.tiling);
   p.tiles0 = stage == 0 ? positions : 0;
   p.begin = 0;
@@ -210,8 +213,6 @@ cudaError_t launch_chain(const ChainParams<Cfg>& p, int sm_count, cudaStream_t s
   // streams), never as a programmatic dependent launched behind it: its CTAs
   // could hold SMs while the producer's still queue.
   if (p.wait_prior_grid && p.consumer_waits) return cudaErrorInvalidValue;
-  for (const auto& g : p.stage)
-    if (!g.divisors.describes(g.tiling)) return cudaErrorInvalidValue;
   // wait_prior_grid: a programmatic dependent of the previous kernel in the
   // stream (it may start once every CTA of that kernel has started; the
   // kernel waits for its completion before reading A).

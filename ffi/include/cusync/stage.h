@@ -70,15 +70,6 @@ struct StageDivisors {
         last_band(s.grid_rows() % s.group_rows == 0 ? 1 : s.grid_rows() % s.group_rows),
         tiles_per_slice(s.tiles_per_slice()) {}
 
-  // Built from s (a launch checks this: a stale copy would map positions
-  // to the wrong tiles).
-  bool describes(const Stage& s) const {
-    const StageDivisors d(s);
-    return rows.value() == d.rows.value() && cols.value() == d.cols.value() && slices.value() == d.slices.value() &&
-           group_rows.value() == d.group_rows.value() && last_band.value() == d.last_band.value() &&
-           tiles_per_slice.value() == d.tiles_per_slice.value();
-  }
-
   CUSYNC_HD Tile tile(const Stage& s, int index) const {
     return tile_at(s.order, index, rows, cols, slices, group_rows, last_band);
   }
