@@ -9,6 +9,6 @@ HARNESS=${HARNESS:-gemm_vs_cutlass}
 CUTLASS=${CUTLASS_INCLUDE:-$(python3 -c 'import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), "source", "include"))')}
 mkdir -p build/probe
 out=build/probe/$HARNESS${PROBE_SUFFIX:-}
-nvcc -O3 -DNDEBUG -std=c++20 --generate-code=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
+nvcc -O3 -DNDEBUG -std=c++20 -Xcompiler=-Werror=infinite-recursion --generate-code=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
   -I ffi/include -I ffi -I bench -isystem "$CUTLASS" -isystem "$CUTLASS/../tools/util/include" "$@" "bench/$HARNESS.cu" -o "$out"
 echo "built $out"

@@ -21,7 +21,8 @@ inline bool tma_compatible(const void* base, long long row_stride_elems, int ele
 // kernel never maps positions through a stale copy of either.
 template <class Cfg>
 void set_tiling(GemmStage<Cfg>& g, const cusync::Stage& tiling) {
-  set_tiling(g, tiling);
+  g.tiling = tiling;
+  g.divisors = cusync::StageDivisors(tiling);
 }
 
 // out[rows, :] (tiles of `tiling`) = activation(A @ B + bias).
