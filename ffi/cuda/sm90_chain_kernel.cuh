@@ -64,21 +64,6 @@
 
 namespace cusync_sm90 {
 
-// Prologue experiments for the phase-stamp harness (bench/NOTES_sm90.md, stop
-// 35); the package builds them off.
-#ifndef CUSYNC_SM90_WARM_PARAMS
-#define CUSYNC_SM90_WARM_PARAMS 0
-#endif
-#ifndef CUSYNC_SM90_STATIC_FIRST
-#define CUSYNC_SM90_STATIC_FIRST 0
-#endif
-#ifndef CUSYNC_SM90_PREFETCH_FIRST
-#define CUSYNC_SM90_PREFETCH_FIRST 0
-#endif
-#if CUSYNC_SM90_PREFETCH_FIRST && !CUSYNC_SM90_STATIC_FIRST
-#error "CUSYNC_SM90_PREFETCH_FIRST prefetches the position CUSYNC_SM90_STATIC_FIRST assigns"
-#endif
-
 // One GEMM of the chain: out[rows, n] = epilogue(A @ B).
 template <class Cfg>
 struct GemmStage {
@@ -404,30 +389,6 @@ __device__ __forceinline__ void prefetch_descriptors(ChainParams<Cfg> const& p) 
   }
 }
 
-#if CUSYNC_SM90_PREFETCH_FIRST
-// Experiment (phase stamps only; with CUSYNC_SM90_STATIC_FIRST, where the
-// first position is known at entry): pulls the first tile's first k-blocks
-// of B (weights: never in L2 at a launch's start) into L2 while the loader
-// sets up the barriers, so its first TMA loads hit L2 rather than DRAM.
-template <class Cfg>
-__device__ __forceinline__ void prefetch_first_tile(ChainParams<Cfg> const& p, typename Cfg::SharedStorage& smem) {
-  if constexpr (Cfg::kClusterM == 1 && !Cfg::kStreamK) {
-    const int pos = p.begin + int(blockIdx.x);
-    if (p.consumer_waits || pos >= p.end) return;
-    const TileJob job = resolve(p, pos);
-    if (Cfg::kSwiglu && job.stage == 0) return;  // its B comes through the gate and up views
-    const GemmStage<Cfg>& g = p.stage[job.stage];
-    Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});
-    Tensor mB = g.tma_b.get_tma_tensor(make_shape(g.n_all, g.k));
-    Tensor gB = local_tile(domain_offset(make_coord(job.col0, 0), mB),
-                           make_shape(typename Cfg::TileN{}, typename Cfg::TileK{}), make_coord(0, _));
-    auto [tBgB, tBsB] = tma_partition(g.tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB), group_modes<0, 2>(gB));
-    const int k_blocks = min(Cfg::kStages, (g.k + Cfg::kTileK - 1) / Cfg::kTileK);
-    for (int kb = 0; kb < k_blocks; ++kb) cute::prefetch(g.tma_b, tBgB(_, kb));
-  }
-}
-#endif
-
 // The loader: one thread takes schedule positions, publishes each to the MMA
 // warpgroups, and streams the tile's k-blocks into the pipeline.
 template <class Cfg>
@@ -468,14 +429,6 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     if (Cfg::kStreamK && stream_k) {
       pos = unit < unit_end ? unit : kStreamKDone;
     } else if constexpr (Cfg::kClusterM == 1) {
-#if CUSYNC_SM90_STATIC_FIRST
-      // Experiment (phase stamps only): where no tile of the launch waits,
-      // the CTA's first position is its index (the grid never exceeds the
-      // positions) and the counter hands out the rest.
-      if (!p.consumer_waits)
-        pos = tile_write.count() == 0 ? p.begin + int(blockIdx.x) : p.begin + int(gridDim.x) + atomicAdd(p.counter, 1);
-      else
-#endif
       pos = p.begin + atomicAdd(p.counter, 1);
     } else if (rank == 0) {
       // Take the slot first: a position is claimed only when it can be sent.
@@ -1230,22 +1183,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (threadIdx.x == 0 && (cute::cast_smem_ptr_to_uint(smem_raw) & 1023u) != 0) __trap();
   const int warp_group = threadIdx.x / 128;
   CUSYNC_PHASE(0, threadIdx.x == 0);
-#if CUSYNC_SM90_PREFETCH_FIRST
-  if (threadIdx.x / 32 == 2 && cute::elect_one_sync()) prefetch_first_tile(p, smem);
-#endif
-#if CUSYNC_SM90_WARM_PARAMS
-  // Experiment (phase stamps only): an idle warp of the loader's warpgroup
-  // reads one word of every 128-byte line of the parameters at entry, so
-  // that the loader's first reads of them, after the barriers' setup, find
-  // them in the constant cache.
-  if (threadIdx.x / 32 == 1) {
-    const int* words = reinterpret_cast<const int*>(&p);
-    constexpr int kLines = int(sizeof(p) + 127) / 128;
-    int sink = 0;
-    for (int line = threadIdx.x % 32; line < kLines; line += 32) sink += words[line * 32];
-    asm volatile("" ::"r"(sink));
-  }
-#endif
   CUSYNC_PHASE_AT(8, threadIdx.x == 0, global_timer());
   using LoadPipeline = typename Cfg::LoadPipeline;
   typename LoadPipeline::Params lp;
