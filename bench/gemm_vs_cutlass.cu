@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   using Own256 = cusync_sm90::ChainConfig<Element, 256, false, 1>;
   using Own256c2 = cusync_sm90::ChainConfig<Element, 256, false, 2>;
   static_assert(Own192::kStages == 4 && Own192e1::kStages == 5);
-  static OwnGemm<Own128> own_grouped, own_column, own_column_memset;
+  static OwnGemm<Own128> own_grouped, own_column, own_column_counted;
   static OwnGemm<Own128sk> own_streamk;
   static OwnGemm<Own128coop> own128coop_column;
   static OwnGemm<Own192> own192_column, own192_grouped;
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   static OwnGemm<Own128c2> own128c2_column;
   static OwnGemm<Own256> own256_column;
   static OwnGemm<Own256c2> own256_c2_column;
-  own_column_memset.memset_in_run = true;
+  own_column_counted.counted = true;
   static CutlassGemm<Tile128, C1, Pingpong, EpiTma> pp_c1;
   static CutlassGemm<Tile128, C2, Pingpong, EpiTma> pp_c2;
   static CutlassGemm<Tile128, C1, Pingpong, EpiNoSmem> pp_c1_nosmem;
@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
   std::vector<Variant> many_variants = {
       own_variant("own128_grouped", own_grouped, cusync::TileOrder::kGrouped, sms),
       own_variant("own128_column", own_column, kColumn, sms),
-      own_variant("own128_column_memset", own_column_memset, kColumn, sms),
+      own_variant("own128_column_counted", own_column_counted, kColumn, sms),
       own_variant("own128coop_column", own128coop_column, kColumn, sms),
       own_variant("own192_grouped", own192_grouped, cusync::TileOrder::kGrouped, sms),
       own_variant("own192_5st_column", own192_5st_column, kColumn, sms),
@@ -188,21 +188,14 @@ int main(int argc, char** argv) {
       own_variant("own256_c2_column", own256_c2_column, kColumn, sms),
       cutlass_variant("cutlass_pp128_c2", pp_c2, sms),
   };
-  // (Set up once and launched back to back: each launch zeroes its counter.)
-  static OwnGemm<Own128> own_column_sustain;
-  static OwnGemm<Own192> own192_column_sustain;
-  static OwnGemm<Own256> own256_column_sustain;
-  static OwnGemm<Own256c2> own256_c2_column_sustain;
-  own_column_sustain.memset_in_run = own192_column_sustain.memset_in_run = true;
-  own256_column_sustain.memset_in_run = own256_c2_column_sustain.memset_in_run = true;
   std::vector<Variant> sustain_variants = {
-      own_variant("own128_column", own_column_sustain, kColumn, sms),
-      own_variant("own192_column", own192_column_sustain, kColumn, sms),
+      own_variant("own128_column", own_column, kColumn, sms),
+      own_variant("own192_column", own192_column, kColumn, sms),
       own_variant("own192_streamk", own192_streamk, kColumn, sms),
-      own_variant("own256_column", own256_column_sustain, kColumn, sms),
-      own_variant("own256_c2_column", own256_c2_column_sustain, kColumn, sms),
+      own_variant("own256_column", own256_column, kColumn, sms),
+      own_variant("own256_c2_column", own256_c2_column, kColumn, sms),
       cutlass_variant("cutlass_pp128_c1", pp_c1, sms),
-      own_variant("own128_column", own_column_sustain, kColumn, sms),
+      own_variant("own128_column", own_column, kColumn, sms),
   };
   std::vector<Variant>& variants = big_c2 ? big_c2_variants
                                    : few_c2 ? c2_variants

@@ -107,7 +107,7 @@ struct OwnGemm {
   void setup(const Element* x, const Element* w, Element* out, int m, int n, int k, int sms_,
              cusync::TileOrder order, int group_rows) {
     sms = sms_;
-    if (!counter) CHECK(cudaMalloc(&counter, sizeof(int)));
+    if (counted && !counter) CHECK(cudaMalloc(&counter, sizeof(int)));
     cusync::Stage tiling{m, n, 1, Cfg::kTileM, Cfg::kTileN, order, group_rows};
     p = {};
     p.stage[0] = cusync_sm90::make_gemm_stage<Cfg>(x, m, k, k, w, n, out, n, nullptr, tiling,
@@ -115,12 +115,11 @@ struct OwnGemm {
     p.tiles0 = cusync_sm90::schedule_positions<Cfg>(tiling);  // (2x1 clusters: one per pair of row tiles)
     p.begin = 0;
     p.end = p.tiles0;
-    p.counter = counter;
+    // The package's launches without waits take a static schedule (no
+    // counter); `counted` runs the counter its launches with waits take,
+    // zeroed on the stream before each launch (in the timed span, as there).
+    p.counter = counted ? counter : nullptr;
     p.policy = cusync::Policy{cusync::PolicyKind::kRowSync, 0};
-    // Zeroed here, outside the timed span, unless memset_in_run: the
-    // package zeroes it on the stream before every launch, and that variant
-    // times what the zeroing adds.
-    if (!memset_in_run) CHECK(cudaMemset(counter, 0, sizeof(int)));
     if (stream_k) {
       // Ranges for every SM, as the package cuts them (cusync/stream_k.h:
       // an even split of every tile where a row's tiles fit its share, so 64
@@ -146,11 +145,11 @@ struct OwnGemm {
     }
   }
   void run(cudaStream_t s) {
-    if (memset_in_run) CHECK(cudaMemsetAsync(counter, 0, sizeof(int), s));
+    if (counted) CHECK(cudaMemsetAsync(counter, 0, sizeof(int), s));
     if (stream_k) CHECK(cudaMemsetAsync(counts, 0, sizeof(int) * p.stream_k.tiles(), s));
     CHECK(cusync_sm90::launch_chain(p, sms, s));
   }
-  bool memset_in_run = false;
+  bool counted = false;
   bool stream_k = false;
   int* counts = nullptr;
   float* partials = nullptr;
@@ -342,11 +341,14 @@ void print_phases(const std::string& title, int ctas, int k_blocks, Setup&& setu
     // Deltas per CTA that ran a tile (slot 4 set).
     // (The epilogue's two inner stamps are of a CTA's last tile: read them
     // where each CTA runs one tile.)
-    constexpr int kDeltas = 12;
-    const char* labels[kDeltas] = {"barriers set", "position", "resolved", "first TMA", "first data", "mainloop",
-                                   "epi 1st pass", "epi last pass", "epilogue", "to exit", "entry..exit",
-                                   "A issue span"};
-    const int from[kDeltas] = {0, 0, 0, 0, 0, 4, 5, 5, 5, 6, 0, 2}, to[kDeltas] = {12, 1, 13, 2, 4, 5, 10, 11, 6, 7, 7, 15};
+    // (Slot 0 is stamped once g_phase_times has loaded; "entry lag" is the
+    // time from the first clock read to it. The other deltas count from slot 0.)
+    constexpr int kDeltas = 15;
+    const char* labels[kDeltas] = {"entry lag",   "barriers set", "descriptors",   "loop entry", "position",
+                                   "resolved",    "first TMA",    "first data",    "mainloop",   "epi 1st pass",
+                                   "epi last pass", "epilogue",   "to exit",       "entry..exit", "A issue span"};
+    const int from[kDeltas] = {18, 0, 0, 0, 0, 0, 0, 0, 4, 5, 5, 5, 6, 0, 2},
+              to[kDeltas] = {0, 12, 19, 20, 1, 13, 2, 4, 5, 10, 11, 6, 7, 7, 15};
     std::vector<std::vector<double>> d(kDeltas);
     // Cycles waited over the first tile: the loader for free stages, the MMA for landed data.
     std::vector<double> waited_free, waited_data;
@@ -374,7 +376,7 @@ void print_phases(const std::string& title, int ctas, int k_blocks, Setup&& setu
       std::sort(v.begin(), v.end());
       const double med = v[v.size() / 2];
       std::printf("    %-13s %8.0f cycles [%8.0f, %8.0f]\n", labels[i], med, v[v.size() / 10], v[v.size() * 9 / 10]);
-      if (i == 5) std::printf("    %-13s %8.1f cycles a k-block (%d k-blocks of the first tile)\n", "", med / k_blocks, k_blocks);
+      if (i == 8) std::printf("    %-13s %8.1f cycles a k-block (%d k-blocks of the first tile)\n", "", med / k_blocks, k_blocks);
     }
     for (auto* w : {&waited_free, &waited_data}) {
       if (w->empty()) continue;

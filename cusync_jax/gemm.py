@@ -46,9 +46,6 @@ def gemm(a, w, *, tile_n: int = 128, order: str = "grouped", group_rows: int = 8
         raise RuntimeError(f"gemm: runs the Hopper kernel on a CUDA GPU only; the default backend is "
                            f"{jax.default_backend()!r} (on a CPU, use jnp.dot)")
     _backend.ensure_cuda_registered()
-    out, _counter = jax.ffi.ffi_call(
-        "cusync_gemm",
-        (jax.ShapeDtypeStruct((m, n), dtype), jax.ShapeDtypeStruct((1,), jnp.int32)),
-    )(a, w, tile_n=np.int64(tile_n), order=np.int64(ORDER_CODES[order]),
-      group_rows=np.int64(group_rows), cluster_m=np.int64(cluster_m))
-    return out
+    return jax.ffi.ffi_call("cusync_gemm", jax.ShapeDtypeStruct((m, n), dtype))(
+        a, w, tile_n=np.int64(tile_n), order=np.int64(ORDER_CODES[order]),
+        group_rows=np.int64(group_rows), cluster_m=np.int64(cluster_m))

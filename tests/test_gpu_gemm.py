@@ -51,6 +51,19 @@ def test_gemm_cluster2_matches_reference(dtype, order, band, m):
     assert rel_err(got, a.astype(dtype).astype(jnp.float32) @ w.astype(dtype).astype(jnp.float32)) < TOL[dtype]
 
 
+@pytest.mark.parametrize("tile_n,cluster_m", [(t, 1) for t in TILE_WIDTHS] + [(128, 2)])
+def test_gemm_many_tiles_per_cta(tile_n, cluster_m):
+    # 33 x 32-42 tiles on the GPU's ~132 CTAs: every CTA (or cluster) takes
+    # several positions of the static schedule, the last of them ragged.
+    if not _hopper():
+        pytest.skip("the Hopper GEMM needs compute capability 9.0")
+    ka, kw = jax.random.split(jax.random.key(tile_n * cluster_m))
+    a = jax.random.normal(ka, (4100, 520), jnp.float32).astype(jnp.float16)
+    w = (jax.random.normal(kw, (520, 4040), jnp.float32) / 520 ** 0.5).astype(jnp.float16)
+    got = jax.jit(lambda a, w: gemm(a, w, tile_n=tile_n, cluster_m=cluster_m))(a, w)
+    assert rel_err(got, a.astype(jnp.float32) @ w.astype(jnp.float32)) < TOL[jnp.float16]
+
+
 def test_gemm_cluster2_refuses_wide_tiles():
     a = jnp.zeros((128, 64), jnp.float16)
     with pytest.raises(ValueError, match="cluster_m"):

@@ -128,9 +128,9 @@ ffi::Error SyncedConvPairCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuf
                                          (halo ? "2" : "1") + ") runs on compute capability 9.0; this GPU is " +
                                          std::to_string(facts.major) + "." +
                                          std::to_string(facts.minor));
-    // The halo conv's serial launches use no sync word (a static schedule)
+    // Both Hopper convs' serial launches use no sync word (static schedules)
     // unless a conv is split (its counts).
-    if (!(halo && s.mode == cusync_ffi::Mode::kSerial && s.splits1 == 1 && s.splits2 == 1))
+    if (!(s.mode == cusync_ffi::Mode::kSerial && s.splits1 == 1 && s.splits2 == 1))
       CUSYNC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sync->typed_data(), 0, layout.zeroed * sizeof(int), stream),
                                   "zeroing the sync words");
     if (s.pixels() == 0 || s.out_channels == 0) return ffi::Error::Success();

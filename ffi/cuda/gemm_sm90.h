@@ -11,10 +11,10 @@
 
 namespace cusync_cuda {
 
-// `counter`: one int32 of device memory that the kernel's tile scheduler
-// counts on; the caller zeroes it on `stream` first. tile_n: 96, 128 or 256.
+// A static schedule (no counter: nothing to zero before the launch).
+// tile_n: 96, 128, 192 or 256.
 // cluster_m: 1, or 2 (tile_n 128) for 2x1 clusters sharing B by multicast.
-xla::ffi::Error launch_gemm_sm90(const void* a, const void* w, void* out, int* counter, int m, int n, int k,
+xla::ffi::Error launch_gemm_sm90(const void* a, const void* w, void* out, int m, int n, int k,
                                  bool bf16, int tile_n, cusync::TileOrder order, int group_rows, int cluster_m,
                                  cudaStream_t stream, const DeviceInfo& device);
 

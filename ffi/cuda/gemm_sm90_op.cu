@@ -16,7 +16,7 @@ namespace cusync_cuda {
 namespace {
 
 ffi::Error GemmCuda(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer w, ffi::Result<ffi::AnyBuffer> out,
-                    ffi::Result<ffi::Buffer<ffi::S32>> counter, int64_t tile_n, int64_t order,
+                    int64_t tile_n, int64_t order,
                     int64_t group_rows, int64_t cluster_m) {
   const ffi::DataType dt = a.element_type();
   if ((dt != ffi::DataType::F16 && dt != ffi::DataType::BF16) || w.element_type() != dt)
@@ -31,8 +31,8 @@ ffi::Error GemmCuda(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer w, ffi
       order != static_cast<int64_t>(cusync::TileOrder::kGrouped))
     return ffi::Error::InvalidArgument("cusync_jax: gemm takes the row-major, column-major or grouped tile order");
   if (group_rows < 1) return ffi::Error::InvalidArgument("cusync_jax: gemm group_rows must be positive");
-  if (static_cast<int64_t>(out->element_count()) != m * n || counter->element_count() < 1)
-    return ffi::Error::InvalidArgument("cusync_jax: gemm result buffers have the wrong size");
+  if (static_cast<int64_t>(out->element_count()) != m * n)
+    return ffi::Error::InvalidArgument("cusync_jax: gemm's result buffer has the wrong size");
   if (m == 0 || n == 0) return ffi::Error::Success();
   int device = 0;
   if (auto e = stream_device(stream, &device); e.failure()) return e;
@@ -41,9 +41,7 @@ ffi::Error GemmCuda(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer w, ffi
   if (facts.major != 9)
     return ffi::Error::InvalidArgument("cusync_jax: gemm runs the Hopper kernel (compute capability 9.0); this GPU is " +
                                        std::to_string(facts.major) + "." + std::to_string(facts.minor));
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(counter->untyped_data(), 0, sizeof(int32_t), stream),
-                              "zeroing the tile counter");
-  return launch_gemm_sm90(a.untyped_data(), w.untyped_data(), out->untyped_data(), counter->typed_data(),
+  return launch_gemm_sm90(a.untyped_data(), w.untyped_data(), out->untyped_data(),
                           static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), dt == ffi::DataType::BF16,
                           static_cast<int>(tile_n), static_cast<cusync::TileOrder>(order),
                           static_cast<int>(group_rows), static_cast<int>(cluster_m), stream, facts.info);
@@ -58,7 +56,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CusyncGemmCuda, cusync_cuda::GemmCuda,
                                   .Arg<ffi::AnyBuffer>()             // a [m, k]
                                   .Arg<ffi::AnyBuffer>()             // w [k, n]
                                   .Ret<ffi::AnyBuffer>()             // out [m, n]
-                                  .Ret<ffi::Buffer<ffi::S32>>()      // tile counter (scratch)
                                   .Attr<int64_t>("tile_n")
                                   .Attr<int64_t>("order")            // cusync::TileOrder
                                   .Attr<int64_t>("group_rows")

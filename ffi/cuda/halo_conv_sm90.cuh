@@ -45,6 +45,7 @@
 #include <type_traits>
 
 #include "cuda/sm90_chain_config.cuh"  // CUSYNC_SM90A_DEVICE
+#include "cuda/sm90_ptx.cuh"
 #include "cusync/activation.h"  // Activation
 #include "cusync/halo_tiling.h"
 #include "cusync/semaphore.h"
@@ -282,12 +283,6 @@ __device__ __forceinline__ __half to_element<__half>(float v) { return __float2h
 template <>
 __device__ __forceinline__ __nv_bfloat16 to_element<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
-               "r"(r2), "r"(r3)
-               : "memory");
-}
-
 __device__ __forceinline__ uint4 lds_128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
@@ -426,7 +421,7 @@ __device__ __forceinline__ void store_rows(const cusync::HaloTiling g, const Hal
 #pragma unroll
     for (int i = 0; i < 8; i += 2) {
       const int chunk = i + (m >> 1);
-      stmatrix_x4(scratch + row * kRowBytes + ((chunk ^ (row & 7)) * 16), packed[2 * i], packed[2 * i + 1],
+      cusync_cuda::sm90::stmatrix_x4(scratch + row * kRowBytes + ((chunk ^ (row & 7)) * 16), packed[2 * i], packed[2 * i + 1],
                   packed[2 * i + 2], packed[2 * i + 3]);
     }
   }

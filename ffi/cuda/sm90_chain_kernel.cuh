@@ -54,6 +54,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "cuda/sm90_chain_config.cuh"
+#include "cuda/sm90_ptx.cuh"
 #include "cusync/activation.h"
 #include "cusync/dependency.h"
 #include "cusync/policy.h"
@@ -90,7 +91,10 @@ struct ChainParams {
   GemmStage<Cfg> stage[2];
   int tiles0;          // positions below this are stage-0 tiles
   int begin, end;      // the schedule positions this launch runs
-  int* counter;        // zeroed before the launch
+  // The next schedule position, zeroed before the launch; null: a static
+  // schedule (a launch without waits), the CTA's i-th position is its index
+  // (its cluster's, in clusters) plus i grids, and nothing need be zeroed.
+  int* counter;
   int* started;        // streams mode: set once a CTA runs (the wait kernel spins on it), else null
   int* semaphores;     // producer semaphores (policy.semaphore_count words)
   cusync::Policy policy;
@@ -238,9 +242,12 @@ __device__ __forceinline__ void mma_warpgroups_sync(int threads) {
 // the first tile's GEMM (1 or 2), not a time; slots 16 and 17 hold cycles
 // spent waiting over the first tile (the loader for free stages, the first
 // MMA warpgroup for landed data), which tell a mainloop paced by the loader
-// from one paced by the tensor cores. The package compiles none of it.
+// from one paced by the tensor cores. Slot 18 holds the clock read first
+// thing at entry (slot 0 waits for the load of g_phase_times), 19 the
+// loader's after prefetching the descriptors, 20 its entry to the schedule
+// loop. The package compiles none of it.
 #ifdef CUSYNC_SM90_PHASE_TIMES
-constexpr int kPhaseSlots = 18;
+constexpr int kPhaseSlots = 21;
 __device__ long long* g_phase_times;  // [gridDim.x][kPhaseSlots], or null
 __device__ __forceinline__ long long global_timer() {
   unsigned long long t;
@@ -389,6 +396,17 @@ __device__ __forceinline__ void prefetch_descriptors(ChainParams<Cfg> const& p) 
   }
 }
 
+// The unit's (a CTA's, or a cluster's) `taken`-th schedule position, counted
+// from p.begin. The counter hands positions out in the order units claim
+// them, which a launch with waits needs (a tile may wait only on tiles claimed
+// before it, so the first unit to claim always progresses). Without waits the
+// units step through the positions a grid apart, and no counter need be
+// zeroed before the launch (a ~1 us memset beside a ~20 us GEMM).
+template <class Cfg>
+__device__ __forceinline__ int next_position(ChainParams<Cfg> const& p, int unit, int units, int taken) {
+  return p.counter != nullptr ? atomicAdd(p.counter, 1) : unit + taken * units;
+}
+
 // The loader: one thread takes schedule positions, publishes each to the MMA
 // warpgroups, and streams the tile's k-blocks into the pipeline.
 template <class Cfg>
@@ -423,17 +441,19 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   [[maybe_unused]] int unit = stream_k ? p.stream_k.cta_begin(blockIdx.x) : 0;
   [[maybe_unused]] const int unit_end = stream_k ? p.stream_k.cta_end(blockIdx.x) : 0;
   [[maybe_unused]] long long waited_free = 0;  // phase stamps: first tile's cycles in producer_acquire
+  CUSYNC_PHASE(20, true);
 
   for (;;) {
     int pos;
     if (Cfg::kStreamK && stream_k) {
       pos = unit < unit_end ? unit : kStreamKDone;
     } else if constexpr (Cfg::kClusterM == 1) {
-      pos = p.begin + atomicAdd(p.counter, 1);
+      pos = p.begin + next_position(p, int(blockIdx.x), int(gridDim.x), int(tile_write.count()));
     } else if (rank == 0) {
       // Take the slot first: a position is claimed only when it can be sent.
       wait_cluster(&smem.sched_empty[mail], mail_phase ^ 1);
-      pos = p.begin + atomicAdd(p.counter, 1);
+      pos = p.begin + next_position(p, int(blockIdx.x) / Cfg::kClusterM, int(gridDim.x) / Cfg::kClusterM,
+                                    int(tile_write.count()));
       send_to_peer(&smem.sched_slot[mail], &smem.sched_full[mail], pos, 1);
     } else {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.sched_full[mail], sizeof(int));
@@ -675,10 +695,18 @@ __device__ __forceinline__ void store_tile_direct(GemmStage<Cfg> const& g, const
   }
 }
 
+// Two outputs as one 32-bit pair of Elements.
+template <class Element>
+__device__ __forceinline__ uint32_t pack_pair(float2 v) {
+  alignas(4) Element two[2] = {Element(v.x), Element(v.y)};
+  return *reinterpret_cast<const uint32_t*>(two);
+}
+
 // Through the warp's band in shared memory and TMA: the warp writes its 16
-// rows of up to kEpiBoxes * 64 columns (swizzled 16x64 boxes), one lane
-// stores the boxes. TMA clips what lies past the output's last row or column. The band
-// is rewritten only once the previous boxes have been read out of it.
+// rows of up to kEpiBoxes * 64 columns (swizzled 16x64 boxes) with
+// `stmatrix`, one lane stores the boxes. TMA clips what lies past the
+// output's last row or column. The band is rewritten only once the previous
+// boxes have been read out of it.
 template <int kOutGroups, class Cfg, class Accum, class Coords, class Values>
 __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const TileJob& job,
                                                typename Cfg::Element* band, Coords const& coords,
@@ -688,13 +716,16 @@ __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const Ti
   constexpr int kPassGroups = Cfg::kEpiBoxes * kBoxGroups;
   constexpr int kPasses = (kOutGroups + kPassGroups - 1) / kPassGroups;
   static_assert(kOutGroups % kBoxGroups == 0, "the output tile is whole boxes wide");
+  static_assert(kBoxGroups % 2 == 0, "value groups go to stmatrix in pairs within a box");
   const int lane = threadIdx.x % 32;
-  // In a 64xN wgmma accumulator, lane l holds rows l/4 and l/4 + 8 of its
-  // warp's band, columns 2 (l%4) + 8 v + {0, 1}: with the 128-byte swizzle,
-  // value group v of row half r lands at lane_at[r] + (((v ^ l/4) % 8) << 4)
-  // in box v / 8 (row l/4 + 8 r has the same row % 8 as l/4).
-  char* const lane_at[2] = {reinterpret_cast<char*>(band) + (lane / 4) * 128 + (lane % 4) * 4,
-                            reinterpret_cast<char*>(band) + (lane / 4 + 8) * 128 + (lane % 4) * 4};
+  // One stmatrix.x4 takes value groups v and v + 1 (v even) of both row
+  // halves: matrix j = 2 (group - v) + r, rows 8 r .. 8 r + 7 of the band.
+  // Lane i gives the address of row i % 8 of matrix i / 8: band row
+  // i % 8 + 8 ((i / 8) % 2), whose 16-byte chunk for group c of its box sits
+  // at chunk c ^ (row % 8) under the 128-byte swizzle; with c = v + i / 16 (v
+  // even) that is (v ^ (i / 16) ^ (i % 8)) % 8.
+  const uint32_t lane_row = cute::cast_smem_ptr_to_uint(band) + ((lane % 8) + 8 * ((lane / 8) % 2)) * 128;
+  const int lane_chunk = (lane / 16) ^ (lane % 8);
   Tensor mO = g.tma_out.get_tma_tensor(make_shape(g.rows, g.n_all));
   CUTE_UNROLL
   for (int m = 0; m < accum_atoms_m<Accum>(); ++m) {
@@ -707,17 +738,17 @@ __device__ __forceinline__ void store_tile_tma(GemmStage<Cfg> const& g, const Ti
       __syncwarp();
       CUSYNC_PHASE(11, threadIdx.x == Cfg::kLoadThreads && m + 1 == accum_atoms_m<Accum>() && pass + 1 == kPasses);
       CUTE_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        CUTE_UNROLL
-        for (int vv = 0; vv < kPassGroups; ++vv) {
-          if (vv >= groups) continue;
-          const int v = pass * kPassGroups + vv;
-          const float2 out = values(m, r, v, job.col0 + get<1>(coords(make_coord(make_coord(0, r, v), m, 0))));
-          alignas(4) Element two[2] = {Element(out.x), Element(out.y)};
-          const int box = vv / kBoxGroups;
-          char* at = lane_at[r] + box * Cfg::kEpiBoxElems * int(sizeof(Element)) + (((vv ^ (lane / 4)) & 7) << 4);
-          *reinterpret_cast<uint32_t*>(at) = *reinterpret_cast<const uint32_t*>(two);
-        }
+      for (int vv = 0; vv < kPassGroups; vv += 2) {
+        if (vv >= groups) continue;
+        const int v = pass * kPassGroups + vv;
+        auto pair = [&](int r, int group) {
+          return pack_pair<Element>(
+              values(m, r, group, job.col0 + get<1>(coords(make_coord(make_coord(0, r, group), m, 0)))));
+        };
+        const uint32_t m0 = pair(0, v), m1 = pair(1, v), m2 = pair(0, v + 1), m3 = pair(1, v + 1);
+        const int box = vv / kBoxGroups;
+        const uint32_t at = lane_row + box * Cfg::kEpiBoxElems * int(sizeof(Element)) + (((vv ^ lane_chunk) & 7) << 4);
+        cusync_cuda::sm90::stmatrix_x4(at, m0, m1, m2, m3);
       }
       tma_store_fence();  // this thread's writes, before the async proxy reads them
       __syncwarp();
@@ -800,7 +831,7 @@ __device__ __forceinline__ void store_tile_with(GemmStage<Cfg> const& g, const T
 }
 
 // The tile's TMA stores have written global memory (not only read their
-// shared memory): before a post, and before the CTA exits.
+// shared memory): before a post.
 __device__ __forceinline__ void wait_tma_stores_written() {
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
@@ -1168,7 +1199,11 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
       }
     }
   }
-  if (Cfg::kTmaStore && mma_thread % 32 == 0) wait_tma_stores_written();
+  // Before the CTA exits, its last boxes must have been read out of shared
+  // memory; their writes need not have landed (the grid's completion covers
+  // them, for the next kernel in the stream and for a programmatic
+  // dependent's griddepcontrol.wait). Posts waited for the writes above.
+  if (Cfg::kTmaStore && mma_thread % 32 == 0) tma_store_wait<0>();
   CUSYNC_PHASE(7, mma_thread == 0);
   CUSYNC_PHASE_AT(9, mma_thread == 0, global_timer());
 }
@@ -1177,12 +1212,16 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     chain_kernel_sm90(CUTE_GRID_CONSTANT ChainParams<Cfg> const p) {
 #if defined(CUSYNC_SM90A_DEVICE)
+#ifdef CUSYNC_SM90_PHASE_TIMES
+  const long long entry_clock = clock64();
+#endif
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Cfg::SharedStorage*>(smem_raw);
   // The 128-byte swizzle patterns repeat every 1024 bytes.
   if (threadIdx.x == 0 && (cute::cast_smem_ptr_to_uint(smem_raw) & 1023u) != 0) __trap();
   const int warp_group = threadIdx.x / 128;
   CUSYNC_PHASE(0, threadIdx.x == 0);
+  CUSYNC_PHASE_AT(18, threadIdx.x == 0, entry_clock);
   CUSYNC_PHASE_AT(8, threadIdx.x == 0, global_timer());
   using LoadPipeline = typename Cfg::LoadPipeline;
   typename LoadPipeline::Params lp;
@@ -1244,6 +1283,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x < 32 && cute::elect_one_sync()) {
       if (threadIdx.x != 0) __trap();
       prefetch_descriptors(p);
+      CUSYNC_PHASE(19, true);
       load_loop(p, smem, pipeline, tile_pipeline);
     }
   } else {

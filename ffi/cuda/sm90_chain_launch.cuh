@@ -88,7 +88,8 @@ void single_stage_schedule(ChainParams<Cfg>& p, const GemmStage<Cfg>& g, int sta
   p.tiles0 = stage == 0 ? positions : 0;
   p.begin = 0;
   p.end = positions;
-  p.counter = sync + (stage == 0 ? cusync::kProducerCounter : cusync::kConsumerCounter);
+  // Serial launches wait on nothing: a static schedule, no counter to zero.
+  p.counter = synced ? sync + (stage == 0 ? cusync::kProducerCounter : cusync::kConsumerCounter) : nullptr;
   p.producer_posts = p.consumer_waits = synced;
   if (synced && stage == 0) p.started = sync + cusync::kProducerStarted;
 }
