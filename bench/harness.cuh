@@ -343,12 +343,13 @@ void print_phases(const std::string& title, int ctas, int k_blocks, Setup&& setu
     // where each CTA runs one tile.)
     // (Slot 0 is stamped once g_phase_times has loaded; "entry lag" is the
     // time from the first clock read to it. The other deltas count from slot 0.)
-    constexpr int kDeltas = 15;
+    constexpr int kDeltas = 17;
     const char* labels[kDeltas] = {"entry lag",   "barriers set", "descriptors",   "loop entry", "position",
-                                   "resolved",    "first TMA",    "first data",    "mainloop",   "epi 1st pass",
-                                   "epi last pass", "epilogue",   "to exit",       "entry..exit", "A issue span"};
-    const int from[kDeltas] = {18, 0, 0, 0, 0, 0, 0, 0, 4, 5, 5, 5, 6, 0, 2},
-              to[kDeltas] = {0, 12, 19, 20, 1, 13, 2, 4, 5, 10, 11, 6, 7, 7, 15};
+                                   "resolved",    "first TMA",    "mma has tile",  "mma waits",  "first data",
+                                   "mainloop",    "epi 1st pass", "epi last pass", "epilogue",   "to exit",
+                                   "entry..exit", "A issue span"};
+    const int from[kDeltas] = {18, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 5, 5, 5, 6, 0, 2},
+              to[kDeltas] = {0, 12, 19, 20, 1, 13, 2, 21, 22, 4, 5, 10, 11, 6, 7, 7, 15};
     std::vector<std::vector<double>> d(kDeltas);
     // Cycles waited over the first tile: the loader for free stages, the MMA for landed data.
     std::vector<double> waited_free, waited_data;

@@ -24,5 +24,5 @@ for shape in "${shapes[@]}"; do
   done
   # The coop tile after idle: barriers, position, resolved, first TMA, first data, entry..exit.
   awk '/^-- /{b=$2" "$4} /own128coop_column +after idle/{on=1; next} /^phases/{on=0}
-       on && /entry lag|barriers set|descriptors|loop entry|position|resolved|first TMA|first data|entry..exit/{printf "%s  %s\n", b, $0}' "$log"
+       on && /entry lag|barriers set|descriptors|loop entry|position|resolved|first TMA|mma has tile|mma waits|first data|entry..exit/{printf "%s  %s\n", b, $0}' "$log"
 done

@@ -245,9 +245,12 @@ __device__ __forceinline__ void mma_warpgroups_sync(int threads) {
 // from one paced by the tensor cores. Slot 18 holds the clock read first
 // thing at entry (slot 0 waits for the load of g_phase_times), 19 the
 // loader's after prefetching the descriptors, 20 its entry to the schedule
-// loop. The package compiles none of it.
+// loop; 21 the first MMA thread's once it holds its first tile's position,
+// 22 once it is about to wait for that tile's first data (which tell a first
+// data paced by the MMA side's own path from one paced by the load). The
+// package compiles none of it.
 #ifdef CUSYNC_SM90_PHASE_TIMES
-constexpr int kPhaseSlots = 21;
+constexpr int kPhaseSlots = 23;
 __device__ long long* g_phase_times;  // [gridDim.x][kPhaseSlots], or null
 __device__ __forceinline__ long long global_timer() {
   unsigned long long t;
@@ -1113,6 +1116,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
   for (;;) {
     tile_pipeline.consumer_wait(tile_read);
     const int pos = smem.tile_slot[tile_read.index()];
+    CUSYNC_PHASE(21, mma_thread == 0 && tile_read.count() == 0);
     tile_pipeline.consumer_release(tile_read);
     ++tile_read;
     if (pos >= p.end) break;
@@ -1138,6 +1142,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
     warpgroup_fence_operand(accum);
     [[maybe_unused]] const bool first_tile = mma_thread == 0 && read.count() == 0;
+    CUSYNC_PHASE(22, first_tile);
     for (int kb = 0; kb < k_tiles; ++kb) {
       CUSYNC_PHASE_WAITED(waited_data, first_tile && kb > 0, pipeline.consumer_wait(read));
       CUSYNC_PHASE(4, first_tile && kb == 0);
