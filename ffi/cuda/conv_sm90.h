@@ -19,7 +19,7 @@ struct ConvBuffers {
   const void* residual;  // [N, H, W, C2] or null
   void* h;               // [N, H, W, C1] intermediate
   void* y;               // [N, H, W, C2]
-  int* sync;             // sync words (cusync/sync_layout.h), zeroed by the handler
+  int* sync;             // sync words (cusync/sync_layout.h), zeroed by the handler where read
   bool bf16;
 };
 

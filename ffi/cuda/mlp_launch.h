@@ -18,7 +18,7 @@ struct MlpBuffers {
   const void* b2;  // [O]
   void* y;         // [T, O]
   void* h;         // [T, S*F] intermediate
-  int* sync;       // sync words (cusync/sync_layout.h), zeroed by the handler
+  int* sync;       // sync words (cusync/sync_layout.h), zeroed by the handler where read
   bool bf16;       // element type: bfloat16 if true, else float16
 };
 

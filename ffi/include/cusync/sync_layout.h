@@ -1,7 +1,9 @@
 // Layout of a call's sync buffer: the int32 words that hold its tile counters
 // and semaphores. The buffer is an output of the op (so XLA owns it, it is
 // distinct for every call in flight) and is zeroed on the stream at the start
-// of every call.
+// of every call that counts or waits on it. A serial call without split-K or
+// stream-K takes static schedules and reads none of it, so its handler skips
+// the zeroing (ffi/cuda/mlp_cuda.cu, conv_pair_cuda.cu).
 #pragma once
 
 #include "defs.h"
