@@ -128,10 +128,10 @@ ffi::Error SyncedConvPairCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuf
                                          (halo ? "2" : "1") + ") runs on compute capability 9.0; this GPU is " +
                                          std::to_string(facts.major) + "." +
                                          std::to_string(facts.minor));
-    // Both Hopper convs' serial launches use no sync word (static schedules)
-    // unless a conv is split (its counts).
-    if (!(s.mode == cusync_ffi::Mode::kSerial && s.splits1 == 1 && s.splits2 == 1))
-      CUSYNC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sync->typed_data(), 0, layout.zeroed * sizeof(int), stream),
+    const long long zeroed =
+        cusync::words_to_zero(layout, s.mode == cusync_ffi::Mode::kSerial, s.splits1 > 1 || s.splits2 > 1);
+    if (zeroed > 0)
+      CUSYNC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sync->typed_data(), 0, zeroed * sizeof(int), stream),
                                   "zeroing the sync words");
     if (s.pixels() == 0 || s.out_channels == 0) return ffi::Error::Success();
     const ConvBuffers buffers{x.untyped_data(), k1.untyped_data(), b1.untyped_data(), k2.untyped_data(),

@@ -49,12 +49,11 @@ ffi::Error SyncedMlpCuda(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w
                                        " words; the plan needs " + std::to_string(layout.words));
   if (T == 0 || O == 0) return ffi::Error::Success();
 
-  // Serial launches wait on nothing and take static schedules: only stream-K's
-  // per-tile counts need zeroes there.
-  if (s.mode != cusync_ffi::Mode::kSerial || s.stream_k1 || s.stream_k2)
-    CUSYNC_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(sync->untyped_data(), 0, layout.zeroed * sizeof(int32_t), stream),
-        "zeroing the sync buffer");
+  const long long zeroed =
+      cusync::words_to_zero(layout, s.mode == cusync_ffi::Mode::kSerial, s.stream_k1 || s.stream_k2);
+  if (zeroed > 0)
+    CUSYNC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sync->untyped_data(), 0, zeroed * sizeof(int32_t), stream),
+                                "zeroing the sync buffer");
 
   int device = 0;
   if (auto e = stream_device(stream, &device); e.failure()) return e;

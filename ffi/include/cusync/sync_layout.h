@@ -1,9 +1,7 @@
 // Layout of a call's sync buffer: the int32 words that hold its tile counters
 // and semaphores. The buffer is an output of the op (so XLA owns it, it is
 // distinct for every call in flight) and is zeroed on the stream at the start
-// of every call that counts or waits on it. A serial call without split-K or
-// stream-K takes static schedules and reads none of it, so its handler skips
-// the zeroing (ffi/cuda/mlp_cuda.cu, conv_pair_cuda.cu).
+// of every call that counts or waits on it (words_to_zero below).
 #pragma once
 
 #include "defs.h"
@@ -53,6 +51,13 @@ CUSYNC_HD SplitLayout split_layout(const Stage& producer, const Stage& consumer,
   l.partials2 = l.partials1 + splits1 * p * producer.tile_rows * producer.tile_cols;
   l.words = l.partials2 + splits2 * c * consumer.tile_rows * consumer.tile_cols;
   return l;
+}
+
+// Words the Hopper handlers zero before a call's launches: none for a serial
+// call without split-K or stream-K, whose launches take static schedules and
+// read no word of the buffer; everything before the partial sums otherwise.
+CUSYNC_HD long long words_to_zero(const SplitLayout& l, bool serial, bool split) {
+  return serial && !split ? 0 : l.zeroed;
 }
 
 // A conv stage split along k on the Hopper kernel: stream-K over tiles x
