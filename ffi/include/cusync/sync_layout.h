@@ -53,9 +53,10 @@ CUSYNC_HD SplitLayout split_layout(const Stage& producer, const Stage& consumer,
   return l;
 }
 
-// Words the Hopper handlers zero before a call's launches: none for a serial
-// call without split-K or stream-K, whose launches take static schedules and
-// read no word of the buffer; everything before the partial sums otherwise.
+// Words the MLP's CUDA handler and the Hopper conv pair's zero before a
+// call's launches: none for a serial call without split-K or stream-K, whose
+// launches take static schedules and read no word of the buffer; everything
+// before the partial sums otherwise.
 CUSYNC_HD long long words_to_zero(const SplitLayout& l, bool serial, bool split) {
   return serial && !split ? 0 : l.zeroed;
 }
