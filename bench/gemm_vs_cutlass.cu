@@ -223,6 +223,9 @@ int main(int argc, char** argv) {
     phases_of("own128_column", own_column, m, n, k, sms, kColumn, stream, x, w, out);
     phases_of("own128coop_column", own128coop_column, m, n, k, sms, kColumn, stream, x, w, out);
     phases_of("own192_column", own192_column, m, n, k, sms, kColumn, stream, x, w, out);
+    // Stream-K: the mainloop row covers the first share only (a k-block count
+    // of its own), and a CTA whose share is not the tile's last stamps no store.
+    phases_of("own192_streamk", own192_streamk, m, n, k, sms, kColumn, stream, x, w, out);
     phases_of("own96_column", own96_column, m, n, k, sms, kColumn, stream, x, w, out);
     return 0;
   }

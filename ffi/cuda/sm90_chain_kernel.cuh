@@ -110,7 +110,7 @@ struct ChainParams {
   // begin = 0, end = kStreamKDone, and the launch has stream_k.ctas() CTAs).
   cusync::StreamK stream_k;
   int stream_k_stage;       // the stage it runs
-  int* stream_k_counts;     // [tiles], segments of each tile done; zeroed before the launch
+  int* stream_k_counts;     // [tiles], segments of each tile arrived and stored (finish_stream_k_segment); zeroed before the launch
   float* stream_k_partials; // [tiles][max_segments][tile elements], in the MMA threads' register order
 };
 
@@ -1013,16 +1013,19 @@ __device__ __forceinline__ void store_tile(ChainParams<Cfg> const& p, const Tile
   }
 }
 
-// Stream-K, a segment of a tile cut between CTAs: stores its fp32 sums (each
-// thread's accumulators, float4-interleaved across the tile's threads so a
-// warp writes 512 contiguous bytes) and counts itself done (acq_rel). The
-// segment that counts last, whichever it is, reloads every segment's sums,
-// its own too, and adds them in segment order (so the result does not depend
-// on which segment came last), all of one segment's loads in flight at once
-// (a loop over segments inside each float4 kept one load in flight: 1.01-1.14x
-// of whole tiles, against 0.88-0.95 with the loads batched and the sums in
-// arrival order). It returns true (it stores the tile); the others return
-// false. None waits, so the schedule stays free of deadlock.
+// Stream-K, a segment of a tile cut between CTAs. A tile's count word holds
+// two counts: arrivals (low 16 bits) and segments whose sums are stored (high
+// 16 bits). A segment arrives first. If others are still to come, it stores
+// its fp32 sums (each thread's accumulators, float4-interleaved across the
+// tile's threads so a warp writes 512 contiguous bytes), counts them stored
+// (release) and returns false. The segment that arrives last keeps its own
+// sums in registers: it waits until every other segment's are stored (all of
+// those have arrived, so they are running and wait for nothing: the schedule
+// stays free of deadlock), adds them in segment order (so the result does not
+// depend on which segment came last), all of one segment's loads in flight at
+// once, and returns true (it stores the tile). Only where its own segment is
+// neither the first nor one of two does it store its sums and reload them, to
+// keep that order.
 template <class Cfg, class Accum>
 __device__ __forceinline__ bool finish_stream_k_segment(ChainParams<Cfg> const& p, const TileJob& job, Accum& accum,
                                                         int tile_thread, int group,
@@ -1031,43 +1034,71 @@ __device__ __forceinline__ bool finish_stream_k_segment(ChainParams<Cfg> const& 
   constexpr int kValues = decltype(size(accum))::value;
   static_assert(kValues % 4 == 0, "partial sums are stored as float4");
   constexpr int kTileFloats = kThreadsPerTile * kValues;
+  constexpr int kStored = 1 << 16;  // one segment's sums stored, in the count word
   auto tile_sync = [&] {
     if constexpr (Cfg::kPingpong) asm volatile("bar.sync %0, 128;" ::"r"(4 + group) : "memory");
     else mma_warpgroups_sync(Cfg::kMmaThreads);
   };
   float4* const sums = reinterpret_cast<float4*>(
       p.stream_k_partials + size_t(job.index) * p.stream_k.max_segments() * kTileFloats);
-  float4* const mine = sums + size_t(job.segment) * (kTileFloats / 4);
-  CUTE_UNROLL
-  for (int v = 0; v < kValues / 4; ++v)
-    mine[v * kThreadsPerTile + tile_thread] =
-        make_float4(accum(4 * v), accum(4 * v + 1), accum(4 * v + 2), accum(4 * v + 3));
-  tile_sync();  // every thread of the tile has stored its sums
-  int* const last = &smem.stream_k_last[Cfg::kPingpong ? group : 0];
-  if (tile_thread == 0) {
-    __threadfence();
-    int before;
-    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
-                 : "=r"(before) : "l"(p.stream_k_counts + job.index) : "memory");
-    *last = before == job.segments - 1;
-  }
-  tile_sync();  // the verdict, and (for the last) the acquire, before every thread's reads
-  const bool is_last = *last;
-  tile_sync();  // every thread has read the verdict before the word is reused
-  if (!is_last) return false;
-  // ((0 + s0) + s1) + ...; this thread reads back only what it wrote of its
-  // own segment, and the others' through L2 (written by other SMs).
-  clear(accum);
-  for (int s = 0; s < job.segments; ++s) {
+  auto store_mine = [&] {
+    float4* const mine = sums + size_t(job.segment) * (kTileFloats / 4);
+    CUTE_UNROLL
+    for (int v = 0; v < kValues / 4; ++v)
+      mine[v * kThreadsPerTile + tile_thread] =
+          make_float4(accum(4 * v), accum(4 * v + 1), accum(4 * v + 2), accum(4 * v + 3));
+  };
+  // Adds segment s's stored sums to accum (s's sums first: a + b == b + a).
+  auto add_segment = [&](int s) {
     const float4* const theirs = sums + size_t(s) * (kTileFloats / 4) + tile_thread;
     CUTE_UNROLL
     for (int v = 0; v < kValues / 4; ++v) {
       const float4 t = __ldcg(theirs + v * kThreadsPerTile);
-      accum(4 * v) += t.x;
-      accum(4 * v + 1) += t.y;
-      accum(4 * v + 2) += t.z;
-      accum(4 * v + 3) += t.w;
+      accum(4 * v) = t.x + accum(4 * v);
+      accum(4 * v + 1) = t.y + accum(4 * v + 1);
+      accum(4 * v + 2) = t.z + accum(4 * v + 2);
+      accum(4 * v + 3) = t.w + accum(4 * v + 3);
     }
+  };
+  int* const count = p.stream_k_counts + job.index;
+  int* const verdict = &smem.stream_k_last[Cfg::kPingpong ? group : 0];
+  if (tile_thread == 0) {
+    int before;
+    asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], 1;" : "=r"(before) : "l"(count) : "memory");
+    *verdict = (before & (kStored - 1)) == job.segments - 1;
+  }
+  tile_sync();  // the verdict
+  const bool is_last = *verdict;
+  tile_sync();  // every thread has read the verdict before the word is reused
+  const bool reload_mine = job.segment > 0 && job.segments > 2;
+  if (!is_last || reload_mine) {
+    store_mine();
+    tile_sync();  // every thread of the tile has stored its sums
+    if (tile_thread == 0) {
+      __threadfence();
+      asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(count), "r"(kStored) : "memory");
+    }
+    if (!is_last) return false;
+  }
+  if (tile_thread == 0) {
+    // Every other segment has arrived and stores its sums now (this one's too,
+    // where it reloads them).
+    const int stored = (job.segments - (reload_mine ? 0 : 1)) * kStored;
+    int seen;
+    do {
+      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+    } while ((seen & ~(kStored - 1)) != stored);
+  }
+  tile_sync();  // the acquire before every thread's reads
+  // ((0 + s0) + s1) + ...: with two segments, this one's sums are s0 or s1
+  // and one add makes the same sum; beyond two, a first segment adds the rest
+  // in order, and a later one reloads its own (stored above).
+  if (reload_mine) {
+    clear(accum);
+    for (int s = 0; s < job.segments; ++s) add_segment(s);
+  } else {
+    for (int s = 0; s < job.segments; ++s)
+      if (s != job.segment) add_segment(s);
   }
   return true;
 }

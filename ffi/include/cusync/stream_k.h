@@ -7,10 +7,11 @@
 // whole tile's time. Stream-K lays the k-blocks of tiles end to end and cuts
 // that line into contiguous ranges of near-equal length, one per CTA. A CTA
 // runs its range as segments, each the k-blocks [kb0, kb1) of one tile. A
-// tile cut between CTAs is finished by the segment that completes last,
-// whichever it is: the others store their fp32 partial sums and count
-// themselves; the one that counts last adds them to its own and runs the
-// epilogue. No segment waits for another.
+// tile cut between CTAs is finished by the segment that arrives last,
+// whichever it is: the others store their fp32 partial sums and count them
+// stored; the last one keeps its own in registers, adds theirs and runs the
+// epilogue. It waits only for segments that have arrived, which wait for
+// nothing: no schedule can deadlock.
 //
 // One line per row of tiles, each cut into the same ranges: CTAs (r, j) of
 // every row r run the same columns at the same k-blocks at the same time, so
