@@ -272,6 +272,49 @@ def test_stream_k_schedule_covers_every_k_block_once_rows_in_step(rows, cols, k_
         assert len(shapes) == 1
 
 
+def _stream_k_reference(rows, cols, k_blocks, ctas):
+    """cusync/stream_k.h's schedule in plain integer arithmetic (the kernel
+    maps with precomputed multiply-shift divisors instead)."""
+    per_row = core.stream_k_ctas_per_row(rows, cols, k_blocks, ctas)
+    q, r = divmod(cols * k_blocks, per_row)
+
+    def begin(j):
+        return j * q + min(j, r)
+
+    def range_of(u):
+        big = r * (q + 1)
+        return u // (q + 1) if u < big else r + (u - big) // q
+
+    per_cta = []
+    for c in range(rows * per_row):
+        row, j = c % rows, c // rows
+        u, end, segments = begin(j), begin(j + 1), []
+        while u < end:
+            col, kb0 = divmod(u, k_blocks)
+            kb1 = min(kb0 + end - u, k_blocks)
+            first = range_of(col * k_blocks)
+            segments.append((row, col, kb0, kb1, range_of(u) - first,
+                             range_of(col * k_blocks + k_blocks - 1) - first + 1))
+            u += kb1 - kb0
+        per_cta.append(segments)
+    return (k_blocks + q - 1) // q + 1 if q else k_blocks, per_cta
+
+
+def test_stream_k_schedule_matches_plain_division():
+    # Shapes of both models at 256-4096 tokens (128- and 192-wide tiles, K of
+    # 2816-12288), small and ragged ones, and a random sweep.
+    shapes = [(rows, cols, kb, 132) for rows in (2, 4, 6, 8, 12, 16, 24, 32)
+              for cols in (22, 32, 44, 48, 64, 96) for kb in (44, 96, 128, 192)]
+    rng = random.Random(7)
+    shapes += [(rng.randint(1, 40), rng.randint(1, 120), rng.randint(1, 300), rng.randint(1, 264))
+               for _ in range(400)]
+    for shape in shapes:
+        want = _stream_k_reference(*shape)
+        got = core.stream_k_schedule(*shape)
+        assert got[0] == want[0], shape
+        assert [list(map(tuple, segs)) for segs in got[1]] == want[1], shape
+
+
 @pytest.mark.parametrize("rows,cols,k_blocks,ctas", [(2, 32, 192, 132), (3, 5, 40, 132), (6, 48, 192, 132)])
 def test_stream_k_lines_padded_for_clusters_pair_adjacent_rows(rows, cols, k_blocks, ctas):
     # 2x1 clusters: CTAs 2i and 2i + 1 run the same range of lines 2r and
