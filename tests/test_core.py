@@ -273,8 +273,7 @@ def test_stream_k_schedule_covers_every_k_block_once_rows_in_step(rows, cols, k_
 
 
 def _stream_k_reference(rows, cols, k_blocks, ctas):
-    """cusync/stream_k.h's schedule in plain integer arithmetic (the kernel
-    maps with precomputed multiply-shift divisors instead)."""
+    """cusync/stream_k.h's schedule, written again in plain integer arithmetic."""
     per_row = core.stream_k_ctas_per_row(rows, cols, k_blocks, ctas)
     q, r = divmod(cols * k_blocks, per_row)
 

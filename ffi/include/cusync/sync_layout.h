@@ -26,8 +26,8 @@ CUSYNC_HD int sync_words(const Stage& producer) { return kSyncHeaderWords + prod
 // Split-K (the CUDA conv pair) and stream-K (the Hopper MLP in stream order,
 // with a tile's segments as its shares) extend the buffer: after the semaphores, one
 // count per producer tile and per consumer tile (zeroed with them), then, at
-// a 16-byte boundary and not zeroed (every share writes its sums before the
-// last to count reads them), the fp32 partial sums: splits accumulator tiles of
+// a 16-byte boundary and not zeroed (a share's sums are read only after it
+// has written them and counted them), the fp32 partial sums: splits accumulator tiles of
 // tile_rows x tile_cols per output tile of each stage. Offsets are in 32-bit
 // words.
 struct SplitLayout {
