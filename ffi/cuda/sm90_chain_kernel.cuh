@@ -110,7 +110,7 @@ struct ChainParams {
   // begin = 0, end = kStreamKDone, and the launch has stream_k.ctas() CTAs).
   cusync::StreamK stream_k;
   int stream_k_stage;       // the stage it runs
-  int* stream_k_counts;     // [tiles], segments of each tile arrived and stored (finish_stream_k_segment); zeroed before the launch
+  int* stream_k_counts;     // [tiles], segments arrived and stored (finish_stream_k_segment); zeroed before the launch
   float* stream_k_partials; // [tiles][max_segments][tile elements], in the MMA threads' register order
 };
 
@@ -1084,10 +1084,8 @@ __device__ __forceinline__ bool finish_stream_k_segment(ChainParams<Cfg> const& 
     // Every other segment has arrived and stores its sums now (this one's too,
     // where it reloads them).
     const int stored = (job.segments - (reload_mine ? 0 : 1)) * kStored;
-    int seen;
-    do {
-      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
-    } while ((seen & ~(kStored - 1)) != stored);
+    while ((cusync::semaphore_load_acquire(count) & ~(kStored - 1)) != stored) {
+    }
   }
   tile_sync();  // the acquire before every thread's reads
   // ((0 + s0) + s1) + ...: with two segments, this one's sums are s0 or s1
