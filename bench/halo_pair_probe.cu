@@ -1,12 +1,15 @@
 // The package's halo conv kernel (ffi/cuda/halo_conv_sm90.cuh) outside XLA:
-// a ResNet pair (C = 64, B resident) in serial launches, checked against a
+// a ResNet pair of C channels (64: B resident; more: B streamed with each
+// unit, as the package does), in serial launches, checked against a
 // CPU reference, timed, and watched: each CTA stamps its phases into
 // host-mapped memory (CUSYNC_HALO_STAMPS), so a launch that does not finish
 // within 3 s is reported CTA by CTA instead of hanging the run.
 //
 // Built by `HARNESS=halo_pair_probe bench/gemm_vs_cutlass.sh -DCUSYNC_HALO_STAMPS`.
-//   halo_pair_probe N [H W]    (default 56 x 56); without -DCUSYNC_HALO_STAMPS
-//                              it times the launches and checks, no more
+//   halo_pair_probe N [H W [C]]  (default 56 x 56, C = 64); without
+//                                -DCUSYNC_HALO_STAMPS it times the launches
+//                                and checks, no more. Each launch runs the
+//                                package's instance and grid for its tiles.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -45,7 +48,12 @@ static void encode(CUtensorMap* map, const void* ptr, int rank, const cuuint64_t
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 1, h = argc > 3 ? std::atoi(argv[2]) : 56,
             w = argc > 3 ? std::atoi(argv[3]) : 56;
-  constexpr int C = 64;
+  const int C = argc > 4 ? std::atoi(argv[4]) : 64;
+  if (C < 64 || C % 64) {
+    std::fprintf(stderr, "C must be a positive multiple of 64, got %d\n", C);
+    return 1;
+  }
+  const int blocks = C / 64;  // channel blocks, in and out
   const size_t px = size_t(n) * h * w;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -74,31 +82,41 @@ int main(int argc, char** argv) {
   HaloParams<__half> p{};
   p.tiling = cusync::make_halo_tiling(n, h, w);
   const auto& g = p.tiling;
-  const cuuint64_t xdims[4] = {C, cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
-  const cuuint64_t xstrides[3] = {C * 2, cuuint64_t(w) * C * 2, cuuint64_t(h) * w * C * 2};
+  const cuuint64_t xdims[4] = {cuuint64_t(C), cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
+  const cuuint64_t xstrides[3] = {cuuint64_t(C) * 2, cuuint64_t(w) * C * 2, cuuint64_t(h) * w * C * 2};
   const cuuint32_t xbox[4] = {kC, cuuint32_t(g.bw), cuuint32_t(g.rows), g.paired ? 2u : 1u};
-  const cuuint64_t wdims[2] = {C, 9 * C};
-  const cuuint64_t wstrides[1] = {C * 2};
+  const cuuint64_t wdims[2] = {cuuint64_t(C), 9 * cuuint64_t(C)};
+  const cuuint64_t wstrides[1] = {cuuint64_t(C) * 2};
   const cuuint32_t wbox[2] = {kC, kC};
   encode(&p.x[0], x, 4, xdims, xstrides, xbox);
   encode(&p.x[1], mid, 4, xdims, xstrides, xbox);
   encode(&p.w[0], k1, 2, wdims, wstrides, wbox);
   encode(&p.w[1], k2, 2, wdims, wstrides, wbox);
-  p.conv[0] = HaloConv<__half>{b1, nullptr, mid, 1, 1, C, cusync::Activation::kRelu, 1, nullptr, nullptr};
-  p.conv[1] = HaloConv<__half>{b2, nullptr, y, 1, 1, C, cusync::Activation::kIdentity, 1, nullptr, nullptr};
-  p.tiles0 = g.tiles();
+  p.conv[0] = HaloConv<__half>{b1, nullptr, mid, blocks, blocks, C, cusync::Activation::kRelu, 1, nullptr, nullptr};
+  p.conv[1] = HaloConv<__half>{b2, nullptr, y, blocks, blocks, C, cusync::Activation::kIdentity, 1, nullptr, nullptr};
+  p.tiles0 = g.tiles() * blocks;
   p.semaphores = sync + 8;
-  p.resident_b = 1;
+  p.resident_b = cusync::halo_resident_b(C, C, C);
   p.halo_bytes = g.box_positions() * kRowBytes;
   p.halo_stage_bytes = g.halo_stage_bytes();
-  p.stage_bytes = g.stage_bytes(true);
+  p.stage_bytes = g.stage_bytes(p.resident_b);
   int optin = 0, sms = 0;
   CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  p.stages = cusync::halo_stages(g, true, optin);
-  const size_t smem = cusync::halo_smem_bytes(true, p.stage_bytes, p.stages);
-  auto kernel = halo_conv_kernel<__half, __half2>;
-  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  p.stages = cusync::halo_stages(g, p.resident_b, optin);
+  const size_t smem = cusync::halo_smem_bytes(p.resident_b, p.stage_bytes, p.stages);
+  // The package's choice of instance for a launch of `tiles` tiles
+  // (ffi/cuda/halo_conv_sm90.cu, launch): one chain, cooperative where the
+  // tiles fit the SMs, else pingpong; and its grid, a CTA a tile at most.
+  const auto kernel_for = [&](int tiles) {
+    return g.one_chain()    ? halo_conv_kernel<__half, __half2, false, false>
+           : tiles <= sms ? halo_conv_kernel<__half, __half2, true, true>
+                          : halo_conv_kernel<__half, __half2, true, false>;
+  };
+  for (auto k : {halo_conv_kernel<__half, __half2, false, false>, halo_conv_kernel<__half, __half2, true, true>,
+                 halo_conv_kernel<__half, __half2, true, false>})
+    CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const auto grid_for = [&](int tiles) { return std::min(tiles, sms); };
   unsigned long long* stamps = nullptr;
   CHECK(cudaHostAlloc(&stamps, 16 * 1024 * sizeof(unsigned long long), cudaHostAllocMapped));
 #ifdef CUSYNC_HALO_STAMPS
@@ -106,21 +124,21 @@ int main(int argc, char** argv) {
   CHECK(cudaHostGetDevicePointer(&dstamps, stamps, 0));
   CHECK(cudaMemcpyToSymbol(halo_stamps, &dstamps, sizeof(dstamps)));
 #endif
-  std::printf("n=%d h=%d w=%d tiles=%d stages=%d smem=%zu bw=%d rows=%d\n", n, h, w, g.tiles(), p.stages, smem, g.bw,
-              g.rows);
+  std::printf("n=%d h=%d w=%d C=%d tiles=%d a conv stages=%d smem=%zu resident_b=%d bw=%d rows=%d\n", n, h, w, C,
+              p.tiles0, p.stages, smem, p.resident_b, g.bw, g.rows);
 
   const auto launch = [&](int stage) {
     HaloParams<__half> q = p;
     q.begin = stage == 0 ? 0 : p.tiles0;
     q.end = stage == 0 ? p.tiles0 : 2 * p.tiles0;
     q.counter = stage == 0 ? nullptr : sync + stage;  // conv 1 static, conv 2 from a counter
-    const int grid = std::min(g.tiles(), sms);
+    const int grid = grid_for(p.tiles0);
     std::memset(stamps, 0, 16 * 1024 * sizeof(unsigned long long));
     cudaEvent_t e0, e1;
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
     CHECK(cudaEventRecord(e0));
-    kernel<<<grid, kThreads, smem>>>(q);
+    kernel_for(p.tiles0)<<<grid, kThreads, smem>>>(q);
     CHECK(cudaEventRecord(e1));
     CHECK(cudaGetLastError());
     const auto t0 = std::chrono::steady_clock::now();
@@ -173,7 +191,6 @@ int main(int argc, char** argv) {
   // schedules; fused: the sync words zeroed first), 20 a round between events, rounds alternated
   // between the four forms; medians of 7 rounds, in us a call.
   {
-    const int grid = std::min(g.tiles(), sms);
     const size_t zeroed = (8 + size_t(p.tiles0)) * sizeof(int);
     const auto issue = [&](int begin, int end, int counter, int synced, int pdl = 0) {
       HaloParams<__half> q = p;
@@ -186,12 +203,12 @@ int main(int argc, char** argv) {
       attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attr.val.programmaticStreamSerializationAllowed = 1;
       cudaLaunchConfig_t config{};
-      config.gridDim = dim3(grid, 1, 1);
+      config.gridDim = dim3(grid_for(end - begin), 1, 1);
       config.blockDim = dim3(kThreads, 1, 1);
       config.dynamicSmemBytes = smem;
       config.attrs = &attr;
       config.numAttrs = pdl;
-      CHECK(cudaLaunchKernelEx(&config, kernel, q));
+      CHECK(cudaLaunchKernelEx(&config, kernel_for(end - begin), q));
     };
     const auto call = [&](int form) {
       if (form == 0) {  // serial pair: static schedules, nothing to zero
