@@ -39,6 +39,7 @@ import numpy as np
 import cusync_jax as cs
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import checks  # noqa: E402
 import timing  # noqa: E402
 
 # name -> (height = width, C0, C1, C2); 3x3 filters, stride 1, SAME.
@@ -305,6 +306,9 @@ def main():
     timing.add_timing_option(ap)
     ap.add_argument("--extra", nargs="+", default=(), metavar="ROW",
                     help="rows beyond the standard ones, e.g. sm90-serial@n64,split=12x12 (plan_kwargs)")
+    ap.add_argument("--check", choices=("first", "all", "none"), default="first",
+                    help="compare each row's output with XLA's before timing it (bench/checks.py): at each "
+                         "layer's first batch (default), at every batch, or not at all")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", type=pathlib.Path, default=None)
@@ -336,9 +340,13 @@ def main():
         layer_impls = {n: f for n, f in all_impls.items()
                        if (hopper_runs(layer) or not n.startswith("sm90-"))
                        and (halo_runs(layer) or not n.startswith("halo-"))}
-        for batch in args.batches:
+        for bi, batch in enumerate(args.batches):
             impls = distinct(layer_impls, batch, size, c0, c1, c2)
             ops = inputs(batch, size, c0, c1, c2, dtype, residual=args.residual)
+            errs = {}
+            if args.check == "all" or (args.check == "first" and bi == 0):
+                errs = checks.check(impls, ops)
+                checks.report(errs, dtype.name, f"{layer} batch {batch}")
             reps = args.reps or reps_for(impls["xla"], ops,
                                          DEVICE_TARGET_MS if args.timing == "device" else timing.TARGET_MS)
             ms = timing.alternate({name: (looped(fn, reps), ops, reps) for name, fn in impls.items()},
@@ -346,7 +354,8 @@ def main():
             fallback = cs.plan_conv_pair(batch, size, size, c0, c1, c2, device=planner_device, dtype=dtype,
                                          residual=args.residual).fallback
             rows.extend({"layer": layer, "dtype": dtype.name, "batch": batch, "impl": name,
-                         "ms": round(t, 5), **({"fallback": fallback} if name == "auto" else {})}
+                         "ms": round(t, 5), **({"fallback": fallback} if name == "auto" else {}),
+                         **({"rel_err": float(f"{errs[name]:.3g}")} if name in errs else {})}
                         for name, t in ms.items())
             # By name: a case may time fewer rows than the header's (distinct, layer_impls).
             print(f"{layer:24s} {batch:5d} " + " ".join(f"{ms[n]:22.4f}" if n in ms else f"{'-':>22s}"

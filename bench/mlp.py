@@ -34,6 +34,7 @@ import cusync_jax as cs
 from cusync_jax.policies import policy_name
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import checks  # noqa: E402
 import timing  # noqa: E402
 from orders import parse_tile_order  # noqa: E402
 
@@ -150,12 +151,13 @@ def describe(plan) -> str:
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
-             orders=(), skip=(), target_ms=timing.TARGET_MS, measure=timing.launch_ms, heat_s=0.0):
+             orders=(), skip=(), target_ms=timing.TARGET_MS, measure=timing.launch_ms, heat_s=0.0,
+             check=False):
     dtype = DTYPES[dtype_name]
     ops = make_inputs(tokens, hidden, ffn, activation, dtype, seed)
     flops = 2 * tokens * hidden * ffn * (2 if activation == "swiglu" else 1) + 2 * tokens * ffn * hidden
     iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9), target_ms=target_ms)
-    timed, plans = {}, {}
+    timed, plans, steps = {}, {}, {}
     for impl, kwargs in variants(activation, orders).items():
         if impl in skip:
             continue
@@ -170,7 +172,12 @@ def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, d
                 print(f"  skipping {impl}: {e}")  # e.g. cluster=2 has no SwiGLU form
                 continue
             plans[impl] = describe(plan)
-        timed[impl] = (timing.chained(step_for(kwargs, activation, plan), iters), ops, iters)
+        steps[impl] = step_for(kwargs, activation, plan)
+        timed[impl] = (timing.chained(steps[impl], iters), ops, iters)
+    errs = {}
+    if check:  # each row's output against XLA's, before any is timed (bench/checks.py)
+        errs = checks.check(steps, ops)
+        checks.report(errs, dtype_name, f"{model} tokens={tokens}")
     samples = {}
     ms = timing.alternate(timed, rounds, samples_out=samples, measure=measure, heat_s=heat_s)
     shape = dict(hidden=hidden, ffn=ffn, out=hidden, activation=activation)
@@ -180,7 +187,8 @@ def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, d
                  over_xla_paired=round(timing.paired_ratio(samples["xla"], samples[impl]), 4),
                  rounds_ms=[round(v, 5) for v in samples[impl]],
                  **({"plan": plans[impl]} if impl in plans else {}),
-                 **({"fallback": plans[impl] == FALLBACK} if impl == "auto" else {}), **shape)
+                 **({"fallback": plans[impl] == FALLBACK} if impl == "auto" else {}),
+                 **({"rel_err": float(f"{errs[impl]:.3g}")} if impl in errs else {}), **shape)
             for impl, t in ms.items()]
 
 
@@ -306,6 +314,9 @@ def main(argv=None):
                     help="seconds each variant runs back to back before each of its timed launches: "
                          "times it at the power cap a serving or training loop runs at (default 0: "
                          "short alternated rounds)")
+    ap.add_argument("--check", choices=("first", "all", "none"), default="first",
+                    help="compare each row's output with XLA's before timing it (bench/checks.py): at each "
+                         "model's first token count (default), at every one, or not at all")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench" / "results",
@@ -341,7 +352,8 @@ def main(argv=None):
             for i, tokens in enumerate(args.tokens):
                 case = run_case(model, hidden, ffn, activation, dtype, tokens, args.rounds, seed=i,
                                 device=planner_device, orders=args.orders, skip=set(args.skip),
-                                target_ms=args.target_ms, measure=measure, heat_s=args.heat_s)
+                                target_ms=args.target_ms, measure=measure, heat_s=args.heat_s,
+                                check=args.check == "all" or (args.check == "first" and i == 0))
                 print_case(case)
                 rows.extend(case)
                 write(rows)  # after every case: a run cut short keeps what it measured

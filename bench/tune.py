@@ -9,7 +9,9 @@ XLA by MARGIN to be chosen; otherwise the case falls back to XLA's ops.
 Several results of one kind (runs of other rows or repeats, same kernels)
 merge per case: the fastest row of any of them against XLA's fastest time in
 any of them. Only device-timed conv results (bench/conv.py --timing device)
-are judged; the cases of loop-timed ones fall back to XLA.
+are judged; the cases of loop-timed ones fall back to XLA. A row whose
+check against XLA's output failed (bench/checks.py) is never picked, nor
+any row of its implementation at that layer or model in that run.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import checks  # noqa: E402
 import conv  # noqa: E402
 from cusync_jax import tuning  # noqa: E402
 from mlp import MODELS  # noqa: E402
@@ -64,6 +67,13 @@ def shape_of(row: dict) -> dict:
     return dict(hidden=hidden, ffn=ffn, out=hidden, activation=activation)
 
 
+def refused(result: dict) -> set:
+    """(layer or model, dtype, impl) of the rows a result's check found
+    wrong (bench/checks.py): such a row is wrong at every size of its layer
+    or model in that run, checked or not, and never picked."""
+    return {(r.get("layer", r.get("model")), r["dtype"], r["impl"]) for r in result["rows"] if checks.is_wrong(r)}
+
+
 def entries(results: list) -> list:
     """One entry per (model, dtype, tokens) over MLP results: the fastest row
     of ours in any of them against XLA's shortest time in any of them (both at
@@ -71,8 +81,10 @@ def entries(results: list) -> list:
     slow there and loses in the next is no win)."""
     cases = {}
     for result in results:
+        wrong = refused(result)
         for r in result["rows"]:
-            cases.setdefault((r["model"], r["dtype"], r["tokens"]), []).append(r)
+            if (r["model"], r["dtype"], r["impl"]) not in wrong:
+                cases.setdefault((r["model"], r["dtype"], r["tokens"]), []).append(r)
     out = []
     for (model, dtype, tokens), rows in sorted(cases.items()):
         xla = min(r["ms"] for r in rows if r["impl"] == "xla")
@@ -110,10 +122,11 @@ def conv_entries(results: list) -> list:
     xla, ours, cases = {}, {}, set()
     for result in results:
         trusted = result.get("timing") == "device"
+        wrong = refused(result)
         for r in result["rows"]:
             case = (r["layer"], r["dtype"], r["batch"])
             cases.add(case)
-            if not trusted:
+            if not trusted or (r["layer"], r["dtype"], r["impl"]) in wrong:
                 continue
             if r["impl"] == "xla":
                 xla[case] = min(xla.get(case, float("inf")), r["ms"])

@@ -33,6 +33,8 @@ def test_mlp_bench(tmp_path):
     plans = {r["impl"]: r.get("plan", "") for r in result["rows"]}
     assert plans["serial@grouped:2,tile=32x64x64"].startswith("32x64x64 ")
     assert result["commit"] == "abc" and result["dirty"] is False and result["heat_s"] == 0.01
+    # Each row's output was checked against XLA's before timing (bench/checks.py).
+    assert all(r["rel_err"] < 3e-2 for r in result["rows"])
 
 
 def test_alternate_heats_each_variant_before_each_timed_launch():
@@ -74,6 +76,7 @@ def test_conv_bench(tmp_path):
     assert not any(r["impl"].startswith("sm90-") for r in result["rows"]) and result["residual"] is True
     assert result["timing"] == "loop"  # no GPU to be busy: wall time
     assert next(r for r in result["rows"] if r["impl"] == "auto")["fallback"] is False  # the CPU executor ran
+    assert all(r["rel_err"] < 3e-2 for r in result["rows"])  # checked against XLA before timing
 
 
 

@@ -289,6 +289,47 @@ def test_bench_tune_merges_mlp_runs_at_each_side_best(tmp_path):
     assert (large["tokens"], large["impl"], large["speedup_over_xla"]) == (4096, "xla", round(1 / 1.03, 3))
 
 
+def test_bench_tune_never_picks_an_implementation_its_check_found_wrong(tmp_path):
+    tune = load_bench_tune()
+    plan = "128x128x64 RowSync fused grouped"
+
+    def row(tokens, impl, ms, **extra):
+        return dict(SHAPE, model="custom", dtype="float16", tokens=tokens, impl=impl, ms=ms,
+                    **({"plan": plan} if impl != "xla" else {}), **extra)
+    # RowSync-fused was checked at 512 tokens (the bench checks a model's first
+    # token count) and was wrong: fastest at both sizes, picked at neither;
+    # serial's check passed within float16's tolerance, and serial wins both.
+    rows = [row(512, "xla", 1.00, rel_err=0.0), row(512, "RowSync-fused", 0.50, rel_err=0.9),
+            row(512, "serial", 0.80, rel_err=0.004), row(2048, "xla", 1.00), row(2048, "RowSync-fused", 0.50),
+            row(2048, "serial", 0.97)]
+    path = tmp_path / "t100-mlp.json"
+    path.write_text(json.dumps({"device": "NVIDIA T100", "commit": "abc", "dirty": False, "date": "d",
+                                "rows": rows}))
+    tune.main([str(path), "--out-dir", str(tmp_path / "tuned")])
+    small, large = json.loads((tmp_path / "tuned" / "t100-mlp.json").read_text())["entries"]
+    assert (small["impl"], small["speedup_over_xla"]) == ("serial", round(1 / 0.8, 3))
+    assert (large["impl"], large["speedup_over_xla"]) == ("serial", round(1 / 0.97, 3))
+
+
+def test_bench_check_measures_each_row_against_the_reference():
+    import sys
+    bench = pathlib.Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        import checks
+    finally:
+        sys.path.remove(str(bench))
+    x = jnp.arange(1.0, 9.0, dtype=jnp.float16)
+    errs = checks.check({"xla": lambda a: a * 2, "good": lambda a: a + a, "off": lambda a: a * 2 + 1,
+                         "nan": lambda a: a / 0 * 0}, (x,))
+    assert errs["xla"] == 0.0 and errs["good"] == 0.0
+    assert errs["off"] == pytest.approx(1 / 16) and errs["nan"] == float("inf")
+    assert not checks.is_wrong(dict(dtype="float16", rel_err=errs["good"]))
+    assert checks.is_wrong(dict(dtype="float16", rel_err=errs["off"]))
+    assert checks.is_wrong(dict(dtype="bfloat16", rel_err=errs["nan"]))
+    assert not checks.is_wrong(dict(dtype="float16"))  # unchecked rows stand
+
+
 def test_float32_on_a_gpu_runs_xla_under_auto(table):
     # The GPU kernels take float16 and bfloat16: auto never plans them for float32.
     assert cs.plan_mlp(1024, 1024, 512, device=table, dtype=jnp.float32).fallback

@@ -1,0 +1,50 @@
+"""The benchmarks' check of what they time: before a case is timed, each
+row's output is computed once and compared with the reference row's (XLA's
+ops), so a wrong kernel cannot be recorded as a fast one. The error lands in
+the row (`rel_err`), a row past the tolerance is printed as WRONG, and
+bench/tune.py never picks such a row.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Sequence
+
+import numpy as np
+
+# max |row - reference| / max |reference|. Looser than the tests' tolerances
+# (the reference is XLA's own half-precision result, not a float32 one), far
+# below the order-1 errors of a wrong tile, sum or synchronization.
+CHECK_TOL = {"float16": 3e-2, "bfloat16": 1e-1, "float32": 1e-3}
+
+
+def rel_err(got, want) -> float:
+    """max |got - want| / max |want| in float64; inf where got is not finite
+    or the shapes differ."""
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    if got.shape != want.shape or not np.all(np.isfinite(got)):
+        return float("inf")
+    return float(np.max(np.abs(got - want), initial=0.0) / max(np.max(np.abs(want), initial=0.0), 1e-30))
+
+
+def check(fns: Dict[str, Callable], args: Sequence, reference: str = "xla") -> Dict[str, float]:
+    """name -> rel_err of fns[name](*args) against fns[reference](*args),
+    each jitted and run once."""
+    import jax
+
+    want = np.asarray(jax.jit(fns[reference])(*args), np.float64)
+    return {name: 0.0 if name == reference else rel_err(jax.jit(fn)(*args), want) for name, fn in fns.items()}
+
+
+def is_wrong(row: dict) -> bool:
+    """Whether a result row carries a check past its dtype's tolerance."""
+    err = row.get("rel_err")
+    return err is not None and not err <= CHECK_TOL.get(row.get("dtype", "float32"), CHECK_TOL["float32"])
+
+
+def report(errs: Dict[str, float], dtype_name: str, what: str) -> None:
+    """Prints a WRONG line for each row past the tolerance."""
+    tol = CHECK_TOL[dtype_name]
+    for name, err in errs.items():
+        if not err <= tol:
+            print(f"WRONG: {what} {name}: rel err {err:.3g} against xla (tolerance {tol:g}); "
+                  f"recorded with rel_err, never chosen by bench/tune.py", flush=True)
