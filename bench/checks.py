@@ -8,31 +8,46 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Sequence
 
+import jax
+import jax.numpy as jnp
+
 # max |row - reference| / max |reference|. Looser than the tests' tolerances
 # (the reference is XLA's own half-precision result, not a float32 one), far
 # below the order-1 errors of a wrong tile, sum or synchronization.
 CHECK_TOL = {"float16": 3e-2, "bfloat16": 1e-1, "float32": 1e-3}
 
 
+@jax.jit
+def _rel_err(got, want):
+    """max |got - want| / max |want| in float32, on the device (a large output
+    never crosses to the host); inf where got is not finite."""
+    got, want = got.astype(jnp.float32), want.astype(jnp.float32)
+    e = jnp.max(jnp.abs(got - want), initial=0.0) / jnp.maximum(jnp.max(jnp.abs(want), initial=0.0), 1e-30)
+    return jnp.where(jnp.all(jnp.isfinite(got)), e, jnp.inf)
+
+
 def check(fns: Dict[str, Callable], args: Sequence, reference: str = "xla") -> Dict[str, float]:
     """name -> rel_err of fns[name](*args) against fns[reference](*args),
-    each jitted and run once; the error is reduced where the outputs are (in
-    float32), so a large output never crosses to the host."""
-    import jax
-    import jax.numpy as jnp
-
-    @jax.jit
-    def err(got, want):
-        got, want = got.astype(jnp.float32), want.astype(jnp.float32)
-        e = jnp.max(jnp.abs(got - want), initial=0.0) / jnp.maximum(jnp.max(jnp.abs(want), initial=0.0), 1e-30)
-        return jnp.where(jnp.all(jnp.isfinite(got)), e, jnp.inf)
-
+    each jitted and run once."""
     want = jax.jit(fns[reference])(*args)
     out = {}
     for name, fn in fns.items():
         got = want if name == reference else jax.jit(fn)(*args)
-        out[name] = float("inf") if got.shape != want.shape else float(err(got, want))
+        out[name] = float("inf") if got.shape != want.shape else float(_rel_err(got, want))
     return out
+
+
+def add_check_option(ap, first: str) -> None:
+    """--check first|all|none for a benchmark's argument parser; `first` names
+    the first size of a case family ("layer's first batch")."""
+    ap.add_argument("--check", choices=("first", "all", "none"), default="first",
+                    help=f"compare each row's output with XLA's before timing it (bench/checks.py): at each "
+                         f"{first} (default), at every size, or not at all")
+
+
+def wanted(option: str, index: int) -> bool:
+    """Whether --check `option` checks the case at `index` of its family's sizes."""
+    return option == "all" or (option == "first" and index == 0)
 
 
 def is_wrong(row: dict) -> bool:

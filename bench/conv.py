@@ -306,9 +306,7 @@ def main():
     timing.add_timing_option(ap)
     ap.add_argument("--extra", nargs="+", default=(), metavar="ROW",
                     help="rows beyond the standard ones, e.g. sm90-serial@n64,split=12x12 (plan_kwargs)")
-    ap.add_argument("--check", choices=("first", "all", "none"), default="first",
-                    help="compare each row's output with XLA's before timing it (bench/checks.py): at each "
-                         "layer's first batch (default), at every batch, or not at all")
+    checks.add_check_option(ap, "layer's first batch")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out", type=pathlib.Path, default=None)
@@ -344,7 +342,7 @@ def main():
             impls = distinct(layer_impls, batch, size, c0, c1, c2)
             ops = inputs(batch, size, c0, c1, c2, dtype, residual=args.residual)
             errs = {}
-            if args.check == "all" or (args.check == "first" and bi == 0):
+            if checks.wanted(args.check, bi):
                 errs = checks.check(impls, ops)
                 checks.report(errs, dtype.name, f"{layer} batch {batch}")
             reps = args.reps or reps_for(impls["xla"], ops,

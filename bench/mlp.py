@@ -314,9 +314,7 @@ def main(argv=None):
                     help="seconds each variant runs back to back before each of its timed launches: "
                          "times it at the power cap a serving or training loop runs at (default 0: "
                          "short alternated rounds)")
-    ap.add_argument("--check", choices=("first", "all", "none"), default="first",
-                    help="compare each row's output with XLA's before timing it (bench/checks.py): at each "
-                         "model's first token count (default), at every one, or not at all")
+    checks.add_check_option(ap, "model's first token count")
     ap.add_argument("--commit", help="commit measured (default: git rev-parse HEAD)")
     ap.add_argument("--dirty", choices=["0", "1"], help="uncommitted changes (default: git status)")
     ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench" / "results",
@@ -353,7 +351,7 @@ def main(argv=None):
                 case = run_case(model, hidden, ffn, activation, dtype, tokens, args.rounds, seed=i,
                                 device=planner_device, orders=args.orders, skip=set(args.skip),
                                 target_ms=args.target_ms, measure=measure, heat_s=args.heat_s,
-                                check=args.check == "all" or (args.check == "first" and i == 0))
+                                check=checks.wanted(args.check, i))
                 print_case(case)
                 rows.extend(case)
                 write(rows)  # after every case: a run cut short keeps what it measured

@@ -312,13 +312,7 @@ def test_bench_tune_never_picks_an_implementation_its_check_found_wrong(tmp_path
 
 
 def test_bench_check_measures_each_row_against_the_reference():
-    import sys
-    bench = pathlib.Path(__file__).resolve().parents[1] / "bench"
-    sys.path.insert(0, str(bench))
-    try:
-        import checks
-    finally:
-        sys.path.remove(str(bench))
+    checks = load_bench_tune().checks  # bench/checks.py, as tune.py imports it
     x = jnp.arange(1.0, 9.0, dtype=jnp.float16)
     errs = checks.check({"xla": lambda a: a * 2, "good": lambda a: a + a, "off": lambda a: a * 2 + 1,
                          "nan": lambda a: a / 0 * 0}, (x,))
