@@ -5,8 +5,8 @@ Rows per (layer, batch): xla (lax.conv_general_dilated through XLA), serial
 (our kernels in stream order: StreamSync), every policy in the streams and
 fused modes, on a Hopper GPU the same on the Hopper conv ("sm90-...", also
 split along k) and on the halo conv ("halo-...", where all channels are
-multiples of 64), and auto (the planner's choice; "fallback": true where it ran
-XLA's own convolutions). Times are device time per call: each is the median
+multiples of 64 or the input an image), and auto (the planner's choice;
+"fallback": true where it ran XLA's own convolutions). Times are device time per call: each is the median
 over `rounds` launches (variants alternated, as in bench/timing.py) of one
 jit that runs the op `reps` times in a loop, divided by `reps` (the loop
 carries a one-element update of x so XLA cannot hoist the op out of it).
@@ -96,8 +96,10 @@ def hopper_runs(layer: str) -> bool:
 
 
 def halo_runs(layer: str) -> bool:
-    """Whether the halo conv takes a layer (every channel count a multiple of 64)."""
-    return all(c % 64 == 0 for c in LAYERS[layer][1:])
+    """Whether the halo conv takes a layer (every channel count a multiple of
+    64; an input of 8 channels or fewer, VGG's RGB image, read padded to 8)."""
+    c0, c1, c2 = LAYERS[layer][1:]
+    return (c0 % 64 == 0 or c0 <= cs.conv_planner.PIXEL8_CHANNELS) and c1 % 64 == 0 and c2 % 64 == 0
 
 
 def impl_names(split_k: bool = False, hopper: bool = False) -> list:
@@ -147,9 +149,11 @@ def plan_kwargs(impl: str, n: int, size: int, c0: int, c1: int, c2: int,
         # Its tiles cover the padded rows; a share is a run of 64-channel input blocks.
         t = cs.kernels.CONV_HALO_CONFIGS[0].tile
         kw["tile"] = (t.m, t.n, t.k)
-        positions = cs._cusync_cpu.halo_tile_count(n, size, size, (c0, c1, c2))
+        if c0 < cs.conv_planner.PIXEL8_CHANNELS:
+            conv1 = (cs.conv_planner.PIXEL8_CHANNELS, filters[0])  # as the plan runs it: padded
+        positions = cs._cusync_cpu.halo_tile_count(n, size, size, (conv1[0], c1, c2))
         tiles_of = lambda c_out: positions * (c_out // 64)  # noqa: E731
-        blocks_of = lambda f, c_in: c_in // 64  # noqa: E731
+        blocks_of = lambda f, c_in: max(1, c_in // 64)  # noqa: E731 (pixel8: one block)
         rule, slots = halo_split_for, cs.H200.sms
     else:
         if hopper:

@@ -21,7 +21,7 @@ from ._op_common import (check_float_dtypes, check_mode, cuda_dtype_check, defau
                          jvp_of, no_tangent, out_aval, shape_of, vary_together)
 from .activations import ACTIVATIONS, apply_activation
 from .conv_unfold import unfold_first_conv
-from .conv_planner import (FILTERS, ConvPairPlan, check_conv_activation, conv_sync_words,
+from .conv_planner import (FILTERS, PIXEL8_CHANNELS, ConvPairPlan, check_conv_activation, conv_sync_words,
                            plan_conv_pair, resolve_conv_policy)
 from .planner import CpuOptions
 from .policies import Optimizations
@@ -266,6 +266,8 @@ def synced_conv_pair(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", r
     if plan.unfold1:
         # (differentiated through the gather: its VJP scatters dx back)
         x, k1 = unfold_first_conv(x, k1)
+    if plan.pixel8:
+        x, k1 = pad_to_pixel8(x, k1)
     b1 = jnp.zeros((c1,), dtype) if b1 is None else b1
     b2 = jnp.zeros((c2,), dtype) if b2 is None else b2
     residual = jnp.zeros((0,), dtype) if residual is None else residual
@@ -273,6 +275,16 @@ def synced_conv_pair(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", r
     y = _conv_pair(*vary_together(x, k1, b1, k2, b2, residual), plan, activation,
                    out_activation if fused else "identity")
     return y if fused else apply_activation(out_activation, y)
+
+
+def pad_to_pixel8(x, k1):
+    """(x [N, H, W, C0], k1 [R, S, C0, C1]) with C0 zero-padded to
+    PIXEL8_CHANNELS: the halo conv's 16-byte pixels; the same convolution."""
+    extra = PIXEL8_CHANNELS - x.shape[-1]
+    if extra < 0:
+        raise ValueError(f"x: a pixel8 plan takes at most {PIXEL8_CHANNELS} channels; got {x.shape}")
+    return (jnp.pad(x, ((0, 0), (0, 0), (0, 0), (0, extra))),
+            jnp.pad(k1, ((0, 0), (0, 0), (0, extra), (0, 0))))
 
 
 def conv_pair_reference(x, k1, k2, *, b1=None, b2=None, activation: str = "relu", residual=None,

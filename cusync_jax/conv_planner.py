@@ -21,6 +21,9 @@ from .planner import (CpuOptions, MlpPlan, WaveReport, _as_tiles, _dtype_name, g
 from .policies import Conv2DTileSync, Optimizations, Policy, StridedSync, parse_policy
 
 FILTERS = ((1, 1), (3, 3))
+# The halo conv's conv 1 takes an input of 8 channels (cusync/halo_tiling.h,
+# kHaloPixel8Channels): an image of fewer is padded to it.
+PIXEL8_CHANNELS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +40,10 @@ class ConvPairPlan(MlpPlan):
     # are no multiple of 64 (VGG's RGB image). The plan's other fields are
     # for the unfolded pair.
     unfold1: bool = False
+    # Conv 1's input and filter zero-padded to 8 channels (PIXEL8_CHANNELS):
+    # the halo conv with an image of fewer channels (VGG's RGB image) reads
+    # 16-byte pixels, no unfold. The plan's other fields are for the padded pair.
+    pixel8: bool = False
 
     def attributes(self, activation_code: int) -> dict:
         """The FFI attributes (names as in ffi/common/conv_spec.h)."""
@@ -135,9 +142,12 @@ def _check_halo_conv(model, tiles, channels, f1, f2, split_k, activation) -> Non
                          f"and {tiles[1].text}")
     if f1 != (3, 3) or f2 != (3, 3):
         raise ValueError(f"filter: the halo conv runs 3x3 filters; got {f1[0]}x{f1[1]} and {f2[0]}x{f2[1]}")
-    if any(c % 64 for c in channels):
-        raise ValueError(f"channels: the halo conv needs in, mid and out channels that are multiples of 64; "
-                         f"got {channels}")
+    if (channels[0] % 64 and channels[0] != PIXEL8_CHANNELS) or channels[1] % 64 or channels[2] % 64:
+        raise ValueError(f"channels: the halo conv needs in, mid and out channels that are multiples of 64 "
+                         f"(in channels also {PIXEL8_CHANNELS} or fewer: an image, padded); got {channels}")
+    if channels[0] == PIXEL8_CHANNELS and split_k[0] != 1:
+        raise ValueError(f"split_k: the halo conv does not split a conv over {PIXEL8_CHANNELS} input channels "
+                         f"(one channel block); got split_k={split_k}")
     for name, shares, c_in in (("producer", split_k[0], channels[0]), ("consumer", split_k[1], channels[1])):
         if (c_in // 64) % shares:
             raise ValueError(f"split_k: the halo conv splits a conv along its input channel blocks of 64, "
@@ -209,7 +219,10 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
     3x3 filters, channels that are multiples of 64, 'relu' or 'identity';
     every mode and policy. Its split_k divides each conv's input channel
     blocks of 64 evenly (ResNet's 7x7x512 at batch 1: 8 output tiles of 8
-    blocks each, split 8 ways, run on 64 SMs instead of 8).
+    blocks each, split 8 ways, run on 64 SMs instead of 8). An input of 8
+    channels or fewer (an RGB image) is padded to 8 and read as 16-byte
+    pixels (``report.plan.pixel8``; the report's channels are the padded
+    pair's).
 
     The Hopper conv with in_channels that are no multiple of 64 (an RGB
     image) plans conv 1 as a 1x1 conv over the input's unfolded windows
@@ -253,6 +266,13 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
                                  optimizations=optimizations, cpu=cpu, split_k=split_k,
                                  allow_fallback=allow_fallback, dtype=dtype, residual=residual)
             return dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, unfold1=True))
+        if config is not None and config.kernel == 2 and in_channels < PIXEL8_CHANNELS:
+            # The halo conv reads an image's pixels padded to 8 channels.
+            rep = plan_conv_pair(images, height, width, PIXEL8_CHANNELS, mid_channels, out_channels,
+                                 filter1=f1, filter2=f2, activation=activation, device=device, tile=tile,
+                                 policy=policy, mode=mode, optimizations=optimizations, cpu=cpu,
+                                 split_k=split_k, allow_fallback=allow_fallback, dtype=dtype, residual=residual)
+            return dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, pixel8=True))
         if config is not None and config.kernel == 1:
             _check_sm90_conv(model, tiles, (in_channels, mid_channels, out_channels), f1, f2, split_k, run_mode)
         if config is not None and config.kernel == 2:

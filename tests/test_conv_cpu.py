@@ -419,6 +419,35 @@ def test_halo_conv_refuses_what_it_cannot_run():
         cs.plan_conv_pair(1, 14, 14, 64, 64, device="h200", tile=(128, 64, 576), activation="gelu")
 
 
+def test_halo_conv_reads_an_image_padded_to_8_channels():
+    # VGG's RGB pair on the halo conv: conv 1's input and filter zero-padded
+    # to 8 channels (16-byte pixels, one k-block of two taps a k16 step).
+    report = cs.plan_conv_pair(2, 224, 224, 3, 64, device="h200", tile=(128, 64, 576), mode="fused")
+    assert report.plan.kernel == 2 and report.plan.pixel8 and not report.plan.unfold1
+    assert report.channels == (8, 64, 64) and report.filters == ((3, 3), (3, 3))
+    # The wide tiling at 224: two tiles of 128 positions a row, the same for both convs.
+    assert report.grid1 == report.grid2 == (2 * 224 * 2, 1)
+    assert cs.conv_planner.conv_sync_words(2, 224, 224, (8, 64, 64), ((3, 3), (3, 3)), report.plan) == 8 + 2 * 448
+    # 8 channels as given: nothing to pad.
+    assert not cs.plan_conv_pair(1, 14, 14, 8, 64, device="h200", tile=(128, 64, 576)).plan.pixel8
+    with pytest.raises(ValueError, match="does not split a conv over 8 input channels"):
+        cs.plan_conv_pair(1, 14, 14, 3, 64, device="h200", tile=(128, 64, 576), split_k=(2, 1))
+    with pytest.raises(ValueError, match=r"also 8 or fewer: an image, padded\); got \(20, 64, 64\)"):
+        cs.plan_conv_pair(1, 14, 14, 20, 64, device="h200", tile=(128, 64, 576))
+    # The op pads x and k1 before the kernel (here the CPU executor runs the
+    # padded plan's math): XLA's values, and gradients of x's 3 channels.
+    ops = conv_inputs(33, 2, 9, 11, 3, 64, 64, jnp.float32, residual=True)
+    plan = cs.plan_conv_pair(2, 9, 11, 3, 64, device="h200", tile=(128, 64, 576), mode="fused").plan
+    assert plan.pixel8
+    y = jax.jit(lambda *a: synced(*a, plan=plan))(*ops)
+    assert rel_err(y, reference(*ops)) < 1e-4
+    w = jax.random.normal(jax.random.key(6), y.shape)
+    got = jax.grad(lambda x, k1: jnp.sum(synced(x, k1, *ops[2:], plan=plan) * w), argnums=(0, 1))(*ops[:2])
+    exp = jax.grad(lambda x, k1: jnp.sum(reference(x, k1, *ops[2:]) * w), argnums=(0, 1))(*ops[:2])
+    for name, g, e in zip(("x", "k1"), got, exp):
+        assert g.shape == e.shape and rel_err(g, e) < 1e-4, name
+
+
 @pytest.mark.parametrize("halo", [True, False], ids=["halo-plan-fused", "cpu-plan-after"])
 def test_out_activation_comes_after_the_residual_values_and_gradients(halo):
     # ResNet's block: relu(conv2(...) + b2 + x). A halo conv plan (kernel

@@ -177,6 +177,25 @@ def test_halo_conv_matches_xla_every_policy_and_mode(n, h, w, c0, c1, c2, dtype)
     check_every_run(ops, lambda mode, policy: synced(ops, plan=halo_plan(n, h, w, c0, c1, c2, mode, policy)))
 
 
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("n,h,w,c0,c1,c2", [
+    (1, 6, 150, 3, 64, 64),       # VGG's RGB pair, wide tiling: B resident, two boxes of conv 1's 72 rows
+    (2, 30, 30, 3, 64, 64),       # narrow tiling: a tile's halo starts mid-row (a0 > 0)
+    (3, 13, 13, 8, 64, 128),      # 8 channels as given; B streamed (conv 2 two output blocks)
+    (1, 7, 7, 1, 64, 64),         # one channel; one chain a tile
+    (25, 7, 7, 3, 128, 64),       # paired (two 7x7 images a tile), an odd batch, conv 1 two output blocks
+    (4, 56, 56, 5, 64, 64),       # many tiles a CTA: the ring wraps, conv 1's B stays resident
+])
+def test_halo_conv_reads_an_image_as_8_channel_pixels(n, h, w, c0, c1, c2, dtype):
+    # Conv 1 over an image of 8 channels or fewer, padded to 8: a position is
+    # one 16-byte row of a K-major core matrix, two taps a k16 step.
+    if not _hopper():
+        pytest.skip("the halo conv runs on compute capability 9.0")
+    ops = conv_inputs(n + h + w + c0, n, h, w, c0, c1, c2, dtype, residual=True)
+    assert halo_plan(n, h, w, c0, c1, c2, "fused", "auto").pixel8 == (c0 < 8)  # (8: nothing to pad)
+    check_every_run(ops, lambda mode, policy: synced(ops, plan=halo_plan(n, h, w, c0, c1, c2, mode, policy)))
+
+
 @pytest.mark.parametrize("n,h,w,c0,c1,c2,split", [
     (1, 7, 7, 512, 512, 512, (8, 8)),    # ResNet's last pair at batch 1: 64 shares of one unit a conv
     (2, 14, 14, 256, 128, 256, (4, 2)),  # shares of 1 and of 2 units, output blocks 2 and 4

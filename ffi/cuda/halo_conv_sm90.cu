@@ -1,5 +1,6 @@
 // Kernel family 2 (Hopper) for the conv pair: both 3x3 convolutions on the
-// halo conv (cuda/halo_conv_sm90.cuh), one kernel for every mode:
+// halo conv (cuda/halo_conv_sm90.cuh), one kernel for every mode; conv 1's
+// input has channels in blocks of 64, or 8 (pixel8: an RGB image padded):
 //
 //   serial   conv 1's tiles, then conv 2's, two launches in stream order
 //            (conv 2 a programmatic dependent: its prologue under conv 1's tail)
@@ -31,11 +32,12 @@ using cusync_ffi::ConvPairSpec;
 using namespace cusync_halo;
 
 bool encode(CUtensorMap* map, bool bf16, const void* ptr, int rank, const cuuint64_t* dims,
-            const cuuint64_t* strides, const cuuint32_t* box) {
+            const cuuint64_t* strides, const cuuint32_t* box,
+            CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   const CUresult r = CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeTiled)(
       map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, const_cast<void*>(ptr),
-      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
       CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
@@ -49,17 +51,22 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, const cusync::SplitL
   const auto& g = p->tiling;
   const int cin = static_cast<int>(ci == 0 ? s.in_channels : s.mid_channels);
   const int cout = static_cast<int>(ci == 0 ? s.mid_channels : s.out_channels);
+  const bool pixel8 = cin == cusync::kHaloPixel8Channels;  // (conv 1 only: check_conv_pair_halo)
   const cuuint64_t pix = cuuint64_t(cin) * sizeof(T);
   // The input as (C, W, H, N), innermost first; strides in bytes of dims 1..3.
   const cuuint64_t xdims[4] = {cuuint64_t(cin), cuuint64_t(s.width), cuuint64_t(s.height), cuuint64_t(s.images)};
   const cuuint64_t xstrides[3] = {pix, cuuint64_t(s.width) * pix, cuuint64_t(s.height) * s.width * pix};
-  const cuuint32_t xbox[4] = {kC, cuuint32_t(g.bw), cuuint32_t(g.rows), g.paired ? 2u : 1u};  // paired: two images
-  // The HWIO filter as (C_out, 9 C_in): a box is one tap's 64 x 64 block.
+  // (Pixel8: a position's 16 bytes, unswizzled: the wgmma's K-major core matrix rows.)
+  const cuuint32_t xbox[4] = {pixel8 ? cuuint32_t(cin) : kC, cuuint32_t(g.bw), cuuint32_t(g.rows),
+                              g.paired ? 2u : 1u};  // paired: two images
+  // The HWIO filter as (C_out, 9 C_in): a box is one tap's 64 x 64 block
+  // (pixel8: rows 0-63 or 64-127 of its 72, the rest zeros).
   const cuuint64_t wdims[2] = {cuuint64_t(cout), cuuint64_t(kTaps) * cin};
   const cuuint64_t wstrides[1] = {cuuint64_t(cout) * sizeof(T)};
   const cuuint32_t wbox[2] = {kC, kC};
   const bool bf16 = std::is_same_v<T, __nv_bfloat16>;
-  if (!encode(&p->x[ci], bf16, ci == 0 ? b.x : b.h, 4, xdims, xstrides, xbox) ||
+  if (!encode(&p->x[ci], bf16, ci == 0 ? b.x : b.h, 4, xdims, xstrides, xbox,
+              pixel8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B) ||
       !encode(&p->w[ci], bf16, ci == 0 ? b.k1 : b.k2, 2, wdims, wstrides, wbox))
     return Error::Internal("cusync_jax: the CUDA driver refused a TMA descriptor of halo conv " +
                            std::to_string(ci + 1));
@@ -67,7 +74,8 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, const cusync::SplitL
   cv.bias = static_cast<const T*>(ci == 0 ? b.b1 : b.b2);
   cv.residual = ci == 0 ? nullptr : static_cast<const T*>(b.residual);
   cv.out = static_cast<T*>(ci == 0 ? b.h : b.y);
-  cv.cb = cin / kC;
+  cv.cb = pixel8 ? 1 : cin / kC;
+  cv.pixel8 = pixel8;
   cv.nb = cout / kC;
   cv.out_channels = cout;
   cv.activation = ci == 0 ? s.activation : s.out_activation;  // conv 2's: after its residual
@@ -90,13 +98,18 @@ Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream
   // only in the launches of a split pair.
   const bool one_chain = p.tiling.one_chain(), coop = !one_chain && tiles <= device.sm_count;
   const bool split = p.conv[0].splits > 1 || p.conv[1].splits > 1;
-  const auto pick = [&](auto split_tag) {
-    constexpr bool kSplit = decltype(split_tag)::value;
-    return one_chain ? halo_conv_kernel<T, Pair, false, false, kSplit>
-           : coop    ? halo_conv_kernel<T, Pair, true, true, kSplit>
-                     : halo_conv_kernel<T, Pair, true, false, kSplit>;
+  // A launch with a pixel8 conv 1's tiles takes the instances with its steps
+  // (check_conv_pair_halo refuses a split pixel8 pair).
+  const bool pixel8 = p.conv[0].pixel8 && p.begin < p.tiles0;
+  const auto pick = [&](auto split_tag, auto pixel8_tag) {
+    constexpr bool kSplit = decltype(split_tag)::value, kPixel8 = decltype(pixel8_tag)::value;
+    return one_chain ? halo_conv_kernel<T, Pair, false, false, kSplit, kPixel8>
+           : coop    ? halo_conv_kernel<T, Pair, true, true, kSplit, kPixel8>
+                     : halo_conv_kernel<T, Pair, true, false, kSplit, kPixel8>;
   };
-  auto kernel = split ? pick(std::true_type{}) : pick(std::false_type{});
+  auto kernel = split    ? pick(std::true_type{}, std::false_type{})
+                : pixel8 ? pick(std::false_type{}, std::true_type{})
+                         : pick(std::false_type{}, std::false_type{});
   CUSYNC_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
       "raising the halo conv's shared memory limit");
@@ -202,8 +215,10 @@ Error check_conv_pair_halo(const ConvPairSpec& s) {
     return Error::InvalidArgument("cusync_jax: the halo conv runs 3x3 filters; got " +
                                   std::to_string(s.filter_r1) + "x" + std::to_string(s.filter_s1) + " and " +
                                   std::to_string(s.filter_r2) + "x" + std::to_string(s.filter_s2));
-  if (s.in_channels % kC || s.mid_channels % kC || s.out_channels % kC)
-    return Error::InvalidArgument("cusync_jax: the halo conv needs channels that are multiples of 64; got " +
+  const bool pixel8 = s.in_channels == cusync::kHaloPixel8Channels;
+  if ((s.in_channels % kC && !pixel8) || s.mid_channels % kC || s.out_channels % kC)
+    return Error::InvalidArgument("cusync_jax: the halo conv needs channels that are multiples of 64 (in "
+                                  "channels also 8: an image padded to 8); got " +
                                   std::to_string(s.in_channels) + ", " + std::to_string(s.mid_channels) + ", " +
                                   std::to_string(s.out_channels));
   // A split divides a conv's input channel blocks evenly (every share the same units).
@@ -212,6 +227,10 @@ Error check_conv_pair_halo(const ConvPairSpec& s) {
                                   "evenly; got split_k (" + std::to_string(s.splits1) + ", " +
                                   std::to_string(s.splits2) + ") for " + std::to_string(s.in_channels / kC) +
                                   " and " + std::to_string(s.mid_channels / kC) + " blocks");
+  if (pixel8 && s.splits1 > 1)
+    return Error::InvalidArgument("cusync_jax: the halo conv does not split a conv over 8 input channels "
+                                  "(one channel block); got split_k (" + std::to_string(s.splits1) + ", " +
+                                  std::to_string(s.splits2) + ")");
   if (s.policy.kind == cusync::PolicyKind::kStridedSync)
     return Error::InvalidArgument("cusync_jax: the conv pair takes TileSync, RowSync or Conv2DTileSync");
   if (s.activation != cusync::Activation::kRelu && s.activation != cusync::Activation::kIdentity)

@@ -30,6 +30,15 @@
 // units start), and orders the consumers' full-barrier waits in ring order,
 // which the parity waits on a ring shared by two consumers rely on.
 //
+// Pixel8 (an RGB image's conv 1, kPixel8 instances): the input padded to 8
+// channels, a position 16 bytes. The halo is loaded unswizzled, so each
+// position is one row of a K-major core matrix (8 rows x 16 bytes) and one
+// tap's 8 channels one core matrix along K: a k16 step reads two taps, the
+// descriptor's start at the first's shifted position and its leading byte
+// offset the second's distance from it (9 taps: 5 steps, the last one's
+// second tap tap 8 again against B rows 72-79, which the TMA fills with
+// zeros). B is the filter as (9 x 8) x 64 rows, two TMA boxes of 64 rows.
+//
 // Layout facts (measured on an H200): with the descriptor's base offset left
 // 0, the A start may move by any number of 128-byte rows off the 1024-byte
 // swizzle boundary and wgmma reads the right chunks; B is read from HWIO as it
@@ -99,6 +108,7 @@ struct HaloConv {
   // fp32 sums; the last of them to count sums all in share order (so a run
   // repeats bit for bit) and runs the epilogue. 1: no split.
   int splits;
+  int pixel8;         // the input has 8 channels (16-byte positions): see the top of the file
   int* counts;        // [output tiles] shares counted (zeroed per call)
   float* partials;    // [output tiles][splits][cusync::kHaloShareFloats]
 };
@@ -212,6 +222,12 @@ constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);
 __device__ __forceinline__ uint32_t desc_lo(uint32_t addr) { return ((addr & 0x3FFFF) >> 4) | (1u << 16); }
 __device__ __forceinline__ uint64_t desc(uint32_t lo) { return (uint64_t(kDescHi) << 32) | lo; }
 
+// Pixel8's A: K-major without swizzle (layout type 0), core matrices of 8
+// positions of 16 bytes, the next 8 positions 128 bytes on (SBO); the low
+// word's LBO field (bits 16-29, 16-byte units) is set per k16 step.
+constexpr uint32_t kDescHiPixel8 = 128 >> 4;
+__device__ __forceinline__ uint32_t desc_lo_pixel8(uint32_t addr) { return (addr & 0x3FFFF) >> 4; }
+
 // D = A * B (+ D if accumulate), m64n64k16, A K-major, B MN-major (transposed).
 template <class T>
 __device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
@@ -258,6 +274,22 @@ __device__ __forceinline__ void conv_taps(float (&d)[32], uint32_t a_lo, int bw,
       wgmma_64x64x16<T>(d, desc(a_tap + 2 * j), desc(b_tap + j * (16 * kRowBytes / 16)), acc | (tap > 0) | (j > 0));
   }
 }
+
+// Pixel8: k16 steps [kStep0, kStep1) of one 64-row chain (taps 2 i and
+// 2 i + 1 a step; see the top of the file). a_lo: the descriptor (low word,
+// no LBO) of the chain's position 0 in the halo; b_lo: B's first row.
+template <class T, int kStep0, int kStep1>
+__device__ __forceinline__ void conv_steps_pixel8(float (&d)[32], uint32_t a_lo, int bw, uint32_t b_lo, int acc) {
+#pragma unroll
+  for (int i = kStep0; i < kStep1; ++i) {
+    const int t0 = 2 * i, t1 = 2 * i + 1;
+    const uint32_t off0 = uint32_t((t0 / 3) * bw + t0 % 3);
+    const uint32_t lbo = t1 < kTaps ? uint32_t((t1 / 3) * bw + t1 % 3) - off0 : 0;  // 16-byte units
+    const uint64_t a = (uint64_t(kDescHiPixel8) << 32) | ((a_lo + off0) | (lbo << 16));
+    wgmma_64x64x16<T>(d, a, desc(b_lo + i * (16 * kRowBytes / 16)), acc | (i > 0));
+  }
+}
+constexpr int kPixel8Steps = (kTaps + 1) / 2;
 
 // One thread: B's barrier and the two turns take one arrival, a stage's full
 // barrier the producer's (with the TMA bytes), its empty one an arrival per
@@ -483,9 +515,12 @@ __device__ __forceinline__ void store_tile(const cusync::HaloTiling g, const Hal
 // kSplit: a launch with a conv split along its channel blocks (HaloConv::
 // splits); the split's share sums and decoding exist only in these
 // instances (they made the others' code 14 % larger: bench/NOTES.md, stop 29).
-template <class T, class Pair, bool kTwoChains = true, bool kCoop = false, bool kSplit = false>
+// kPixel8: a launch with a pixel8 conv's tiles (HaloConv::pixel8); only these
+// instances hold its steps, so the other pairs' code is unchanged.
+template <class T, class Pair, bool kTwoChains = true, bool kCoop = false, bool kSplit = false, bool kPixel8 = false>
 __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_constant__ HaloParams<T> p) {
   static_assert(kTwoChains || !kCoop, "a cooperative launch gives each consumer one of two chains");
+  static_assert(!(kSplit && kPixel8), "a pixel8 conv has one channel block: nothing to split");
 #if defined(CUSYNC_SM90A_DEVICE)
   extern __shared__ uint8_t smem_raw[];
   // Every TMA destination on a 1024-byte boundary: the swizzle pattern's start.
@@ -522,12 +557,15 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     // parity (u & 1) ^ 1; a fresh barrier passes u = 0).
     int v = 0, b_conv = -1, b_loads = 0, taken = 0;
     const auto acquire_stage = [&](int s) { mbar_wait(empty + 8 * s, ((v / p.stages) & 1) ^ 1); };
+    // B's 64-row boxes a block: a tap each, or pixel8's two ((9 x 8) rows).
+    const auto b_boxes = [&](int ci) { return kPixel8 && p.conv[ci].pixel8 ? 2 : kTaps; };
     const auto load_b = [&](int ci) {
       // The previous load has landed (a reload's units have all been
       // released, but a first guess that missed may still be in flight).
       if (b_loads > 0) mbar_wait(wbar, (b_loads - 1) & 1);
-      mbar_expect_tx(wbar, kWeightBytes);
-      for (int tap = 0; tap < kTaps; ++tap) tma_load_2d(weights + tap * kTapBytes, &p.w[ci], wbar, 0, tap * kC);
+      const int boxes = b_boxes(ci);
+      mbar_expect_tx(wbar, boxes * kTapBytes);
+      for (int tap = 0; tap < boxes; ++tap) tma_load_2d(weights + tap * kTapBytes, &p.w[ci], wbar, 0, tap * kC);
       b_conv = ci;
       ++b_loads;
     };
@@ -601,12 +639,15 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         rec[kRecOutTile] = out_tile;
         rec[kRecUnits] = units;
         rec[kRecShare] = share;
-        mbar_expect_tx(full + 8 * s, p.halo_bytes + (p.resident_b ? 0 : kWeightBytes));
+        // (Pixel8: 16-byte positions, an eighth of the halo's bytes, and B's rows in two boxes.)
+        const bool pixel8 = kPixel8 && cv.pixel8;
+        const int boxes = b_boxes(ci);
+        mbar_expect_tx(full + 8 * s, (pixel8 ? p.halo_bytes / 8 : p.halo_bytes) + (p.resident_b ? 0 : boxes * kTapBytes));
         tma_load_4d(stage, &p.x[ci], full + 8 * s, cb * kC, t.w0 - 1, t.h0 - 1, t.image);
         if (!p.resident_b)
-          for (int tap = 0; tap < kTaps; ++tap)
+          for (int tap = 0; tap < boxes; ++tap)
             tma_load_2d(stage + p.halo_stage_bytes + tap * kTapBytes, &p.w[ci], full + 8 * s, nb * kC,
-                        (tap * cv.cb + cb) * kC);
+                        (pixel8 ? tap : tap * cv.cb + cb) * kC);
       }
     }
     // Every load of this CTA is issued: a launch queued behind this one as
@@ -687,26 +728,46 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       if (cb > 0) mbar_wait(full + 8 * s, (v / p.stages) & 1);
       // (Cooperative: this consumer's chain c, into d0; paired tiles' second
       // chain is the second image's grid.)
-      const uint32_t a_lo = desc_lo(stage + (t.a0 + (kCoop ? g.chain_halo_offset(c) : 0)) * kRowBytes);
-      const uint32_t a_lo1 = a_lo + g.chain_halo_offset(1) * (kRowBytes / 16);
       const uint32_t b_lo = desc_lo(p.resident_b ? weights : stage + p.halo_stage_bytes);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");  // the last epilogue read d0, d1
       // Three commit groups a unit: d0's taps, d1's but the last, d1's last
       // (one chain: d0's but the last, none, d0's last), so the handoff
-      // below leaves the last tap queued either way.
-      if constexpr (kTwoChains && !kCoop) {
-        conv_taps<T, 0, kTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
-        wgmma_commit();
-        conv_taps<T, 0, kTaps - kHandoffTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
-        wgmma_commit();
-        conv_taps<T, kTaps - kHandoffTaps, kTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
-        wgmma_commit();
+      // below leaves the last tap queued either way. (Pixel8: k16 steps for taps.)
+      if (kPixel8 && cv.pixel8) {
+        constexpr int kLast = kPixel8Steps - 1;
+        const uint32_t a_lo = desc_lo_pixel8(stage + (t.a0 + (kCoop ? g.chain_halo_offset(c) : 0)) * 16);
+        const uint32_t a_lo1 = a_lo + g.chain_halo_offset(1);
+        if constexpr (kTwoChains && !kCoop) {
+          conv_steps_pixel8<T, 0, kPixel8Steps>(d0, a_lo, g.bw, b_lo, cb > 0);
+          wgmma_commit();
+          conv_steps_pixel8<T, 0, kLast>(d1, a_lo1, g.bw, b_lo, cb > 0);
+          wgmma_commit();
+          conv_steps_pixel8<T, kLast, kPixel8Steps>(d1, a_lo1, g.bw, b_lo, cb > 0);
+          wgmma_commit();
+        } else {
+          conv_steps_pixel8<T, 0, kLast>(d0, a_lo, g.bw, b_lo, cb > 0);
+          wgmma_commit();
+          wgmma_commit();
+          conv_steps_pixel8<T, kLast, kPixel8Steps>(d0, a_lo, g.bw, b_lo, cb > 0);
+          wgmma_commit();
+        }
       } else {
-        conv_taps<T, 0, kTaps - kHandoffTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
-        wgmma_commit();
-        wgmma_commit();
-        conv_taps<T, kTaps - kHandoffTaps, kTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
-        wgmma_commit();
+        const uint32_t a_lo = desc_lo(stage + (t.a0 + (kCoop ? g.chain_halo_offset(c) : 0)) * kRowBytes);
+        const uint32_t a_lo1 = a_lo + g.chain_halo_offset(1) * (kRowBytes / 16);
+        if constexpr (kTwoChains && !kCoop) {
+          conv_taps<T, 0, kTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
+          wgmma_commit();
+          conv_taps<T, 0, kTaps - kHandoffTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
+          wgmma_commit();
+          conv_taps<T, kTaps - kHandoffTaps, kTaps>(d1, a_lo1, g.bw, b_lo, cb > 0);
+          wgmma_commit();
+        } else {
+          conv_taps<T, 0, kTaps - kHandoffTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
+          wgmma_commit();
+          wgmma_commit();
+          conv_taps<T, kTaps - kHandoffTaps, kTaps>(d0, a_lo, g.bw, b_lo, cb > 0);
+          wgmma_commit();
+        }
       }
       const bool last = cb == ncb - 1;
       // With 3 or more stages the previous unit's stage is released once its

@@ -48,6 +48,9 @@ constexpr int kHaloScratchBytes = 8 * 16 * kHaloRowBytes;
 constexpr int kHaloRecordInts = 10;
 constexpr long long kHaloSmemLimit = 232448;
 constexpr int kHaloWideBW = kHaloTileM + 2;
+// Conv 1's input channels in the pixel8 form (an RGB image padded: a
+// position is 16 bytes, see cuda/halo_conv_sm90.cuh); one channel block.
+constexpr int kHaloPixel8Channels = 8;
 // A share's fp32 sums when the halo conv splits a conv along its input
 // channel blocks: one tile of 128 positions x 64 output channels.
 constexpr int kHaloShareFloats = kHaloTileM * 64;
@@ -183,9 +186,10 @@ CUSYNC_HD int halo_stages(const HaloTiling& g, bool resident_b, long long limit)
   return stages;
 }
 
-// B is resident where each conv of the pair has one 64-channel block in and out.
+// B is resident where each conv of the pair has one channel block in (64,
+// or pixel8's 8) and one of 64 out.
 CUSYNC_HD bool halo_resident_b(int in_channels, int mid_channels, int out_channels) {
-  return in_channels == 64 && mid_channels == 64 && out_channels == 64;
+  return (in_channels == 64 || in_channels == kHaloPixel8Channels) && mid_channels == 64 && out_channels == 64;
 }
 
 // The tiling a pair runs: row tiles where the 128-position tiles' halo and
