@@ -569,6 +569,17 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       b_conv = ci;
       ++b_loads;
     };
+    // A launch with a counter and at least 4 tiles a CTA asks for its next
+    // tile as soon as it holds one, so the atomic's round trip runs under this
+    // tile's waits and loads. With fewer, the CTAs that ask first would hold
+    // two tiles each while the last found none (ResNet's 7x7x512 pair at batch
+    // 1: 16 tiles on 16 CTAs), so those launches ask when they need one.
+    // Tiles are still taken in counter order, and a tile held ahead cannot
+    // deadlock the fused launch: a conv 2 tile ahead waits behind its CTA's
+    // current one, and a conv 1 tile ahead is behind a lower conv 1 tile (conv
+    // 1's are numbered first), which waits for nothing.
+    const bool ask_ahead = p.counter && p.end - p.begin >= 4 * int(gridDim.x);
+    int ahead = ask_ahead ? atomicAdd(p.counter, 1) : 0;
     // Resident B: the first tile's conv is almost always that of `begin`;
     // its B loads under the counter's round trip (a wrong guess reloads).
     if (p.resident_b && p.begin < p.end) load_b(p.begin < p.tiles0 ? 0 : 1);
@@ -576,10 +587,13 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       // A launch without waits (serial) needs no order across CTAs: the
       // CTA's k-th tile is blockIdx.x + k * gridDim.x, and nothing is zeroed
       // before the launch.
-      const int tile = p.begin + (p.counter ? atomicAdd(p.counter, 1) : blockIdx.x + taken * int(gridDim.x));
+      const int tile = p.begin + (!p.counter ? blockIdx.x + taken * int(gridDim.x)
+                                  : ask_ahead ? ahead
+                                              : atomicAdd(p.counter, 1));
       ++taken;
       if (v == 0) CUSYNC_HALO_STAMP(1, halo_now());
       if (tile >= p.end) break;
+      if (ask_ahead) ahead = atomicAdd(p.counter, 1);
       CUSYNC_HALO_STAMP(2, tile);
       const int ci = tile < p.tiles0 ? 0 : 1;
       const HaloConv<T> cv = p.conv[ci];
