@@ -6,10 +6,11 @@ Rows per (layer, batch): xla (lax.conv_general_dilated through XLA), serial
 fused modes, on a Hopper GPU the same on the Hopper conv ("sm90-...", also
 split along k) and on the halo conv ("halo-...", where all channels are
 multiples of 64 or the input an image), and auto (the planner's choice;
-"fallback": true where it ran XLA's own convolutions). Times are device time per call: each is the median
-over `rounds` launches (variants alternated, as in bench/timing.py) of one
-jit that runs the op `reps` times in a loop, divided by `reps` (the loop
-carries a one-element update of x so XLA cannot hoist the op out of it).
+"fallback": true where it ran XLA's own convolutions). Times are device
+time per call: each is the median over `rounds` launches (variants
+alternated, as in bench/timing.py) of one jit that runs the op `reps` times
+in a loop, divided by `reps` (the loop carries a one-element update of x so
+XLA cannot hoist the op out of it).
 --timing device (the default on a GPU) counts the time the GPU was busy in a launch
 (bench/device_time.py); --timing loop its wall time, which for XLA includes
 its host's gaps between cuDNN calls (1.7-2.8x its busy time for ResNet's pairs at batch 1).
