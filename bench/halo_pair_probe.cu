@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
   encode(&p.x[1], mid, 4, xdims, xstrides, xbox);
   encode(&p.w[0], k1, 2, wdims, wstrides, wbox);
   encode(&p.w[1], k2, 2, wdims, wstrides, wbox);
-  p.conv[0] = HaloConv<__half>{b1, nullptr, mid, blocks, blocks, C, cusync::Activation::kRelu, 1, nullptr, nullptr};
-  p.conv[1] = HaloConv<__half>{b2, nullptr, y, blocks, blocks, C, cusync::Activation::kIdentity, 1, nullptr, nullptr};
+  p.conv[0] = HaloConv<__half>{b1, nullptr, mid, blocks, blocks, C, cusync::Activation::kRelu, 1, 0, nullptr, nullptr};
+  p.conv[1] = HaloConv<__half>{b2, nullptr, y, blocks, blocks, C, cusync::Activation::kIdentity, 1, 0, nullptr, nullptr};
   p.tiles0 = g.tiles() * blocks;
   p.semaphores = sync + 8;
   p.resident_b = cusync::halo_resident_b(C, C, C);
@@ -105,14 +105,9 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   p.stages = cusync::halo_stages(g, p.resident_b, optin);
   const size_t smem = cusync::halo_smem_bytes(p.resident_b, p.stage_bytes, p.stages);
-  // The package's choice of instance for a launch of `tiles` tiles
-  // (ffi/cuda/halo_conv_sm90.cu, launch): one chain, cooperative where the
-  // tiles fit the SMs, else pingpong; and its grid, a CTA a tile at most.
-  const auto kernel_for = [&](int tiles) {
-    return g.one_chain()    ? halo_conv_kernel<__half, __half2, false, false>
-           : tiles <= sms ? halo_conv_kernel<__half, __half2, true, true>
-                          : halo_conv_kernel<__half, __half2, true, false>;
-  };
+  // The package's instance for a launch of `tiles` tiles (halo_conv_instance:
+  // no split, no pixel8 here) and its grid, a CTA a tile at most.
+  const auto kernel_for = [&](int tiles) { return halo_conv_instance<__half, __half2>(p, tiles, sms); };
   for (auto k : {halo_conv_kernel<__half, __half2, false, false>, halo_conv_kernel<__half, __half2, true, true>,
                  halo_conv_kernel<__half, __half2, true, false>})
     CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

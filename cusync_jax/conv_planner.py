@@ -257,22 +257,22 @@ def plan_conv_pair(images: int, height: int, width: int, in_channels: int, mid_c
         known = {c.tile: c for c in kernels.CONV_CUDA_CONFIGS + kernels.CONV_SM90_CONFIGS
                  + kernels.CONV_HALO_CONFIGS}
         config = known.get(tiles[0])
+
+        def transformed(c0: int, filter1_, **flag) -> ConvPairPlanReport:
+            """The plan of the pair conv 1 runs as (c0 input channels, filter1_), marked by `flag`."""
+            rep = plan_conv_pair(images, height, width, c0, mid_channels, out_channels, filter1=filter1_,
+                                 filter2=f2, activation=activation, device=device, tile=tile, policy=policy,
+                                 mode=mode, optimizations=optimizations, cpu=cpu, split_k=split_k,
+                                 allow_fallback=allow_fallback, dtype=dtype, residual=residual)
+            return dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, **flag))
+
         if config is not None and config.kernel == 1 and conv_unfold.needs_unfold(in_channels):
             # The Hopper conv loads a filter tap's 64 channels at a time: conv 1 runs
             # as a 1x1 conv over its input's unfolded windows.
-            rep = plan_conv_pair(images, height, width, conv_unfold.unfolded_channels(in_channels, f1),
-                                 mid_channels, out_channels, filter1=1, filter2=f2, activation=activation,
-                                 device=device, tile=tile, policy=policy, mode=mode,
-                                 optimizations=optimizations, cpu=cpu, split_k=split_k,
-                                 allow_fallback=allow_fallback, dtype=dtype, residual=residual)
-            return dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, unfold1=True))
+            return transformed(conv_unfold.unfolded_channels(in_channels, f1), 1, unfold1=True)
         if config is not None and config.kernel == 2 and in_channels < PIXEL8_CHANNELS:
             # The halo conv reads an image's pixels padded to 8 channels.
-            rep = plan_conv_pair(images, height, width, PIXEL8_CHANNELS, mid_channels, out_channels,
-                                 filter1=f1, filter2=f2, activation=activation, device=device, tile=tile,
-                                 policy=policy, mode=mode, optimizations=optimizations, cpu=cpu,
-                                 split_k=split_k, allow_fallback=allow_fallback, dtype=dtype, residual=residual)
-            return dataclasses.replace(rep, plan=dataclasses.replace(rep.plan, pixel8=True))
+            return transformed(PIXEL8_CHANNELS, f1, pixel8=True)
         if config is not None and config.kernel == 1:
             _check_sm90_conv(model, tiles, (in_channels, mid_channels, out_channels), f1, f2, split_k, run_mode)
         if config is not None and config.kernel == 2:

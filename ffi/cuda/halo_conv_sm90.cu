@@ -92,24 +92,7 @@ Error set_conv(const ConvPairSpec& s, const ConvBuffers& b, const cusync::SplitL
 template <class T, class Pair>
 Error launch(const HaloParams<T>& p, int tiles, size_t smem, cudaStream_t stream, const DeviceInfo& device,
              const char* what) {
-  // One 64-row chain a tile where no tile has a second (a paired tiling of
-  // one image); both consumers on every tile where the launch has no more
-  // tiles than CTAs (pingpong would leave one of them idle); the split's code
-  // only in the launches of a split pair.
-  const bool one_chain = p.tiling.one_chain(), coop = !one_chain && tiles <= device.sm_count;
-  const bool split = p.conv[0].splits > 1 || p.conv[1].splits > 1;
-  // A launch with a pixel8 conv 1's tiles takes the instances with its steps
-  // (check_conv_pair_halo refuses a split pixel8 pair).
-  const bool pixel8 = p.conv[0].pixel8 && p.begin < p.tiles0;
-  const auto pick = [&](auto split_tag, auto pixel8_tag) {
-    constexpr bool kSplit = decltype(split_tag)::value, kPixel8 = decltype(pixel8_tag)::value;
-    return one_chain ? halo_conv_kernel<T, Pair, false, false, kSplit, kPixel8>
-           : coop    ? halo_conv_kernel<T, Pair, true, true, kSplit, kPixel8>
-                     : halo_conv_kernel<T, Pair, true, false, kSplit, kPixel8>;
-  };
-  auto kernel = split    ? pick(std::true_type{}, std::false_type{})
-                : pixel8 ? pick(std::false_type{}, std::true_type{})
-                         : pick(std::false_type{}, std::false_type{});
+  auto kernel = halo_conv_instance<T, Pair>(p, tiles, device.sm_count);
   CUSYNC_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
       "raising the halo conv's shared memory limit");

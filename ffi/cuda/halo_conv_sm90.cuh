@@ -225,7 +225,8 @@ __device__ __forceinline__ uint64_t desc(uint32_t lo) { return (uint64_t(kDescHi
 // Pixel8's A: K-major without swizzle (layout type 0), core matrices of 8
 // positions of 16 bytes, the next 8 positions 128 bytes on (SBO); the low
 // word's LBO field (bits 16-29, 16-byte units) is set per k16 step.
-constexpr uint32_t kDescHiPixel8 = 128 >> 4;
+constexpr int kPixel8RowBytes = cusync::kHaloPixel8Channels * 2;  // a 16-bit position of 8 channels
+constexpr uint32_t kDescHiPixel8 = (8 * kPixel8RowBytes) >> 4;
 __device__ __forceinline__ uint32_t desc_lo_pixel8(uint32_t addr) { return (addr & 0x3FFFF) >> 4; }
 
 // D = A * B (+ D if accumulate), m64n64k16, A K-major, B MN-major (transposed).
@@ -656,7 +657,8 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
         // (Pixel8: 16-byte positions, an eighth of the halo's bytes, and B's rows in two boxes.)
         const bool pixel8 = kPixel8 && cv.pixel8;
         const int boxes = b_boxes(ci);
-        mbar_expect_tx(full + 8 * s, (pixel8 ? p.halo_bytes / 8 : p.halo_bytes) + (p.resident_b ? 0 : boxes * kTapBytes));
+        const int halo_bytes = pixel8 ? p.halo_bytes / (kRowBytes / kPixel8RowBytes) : p.halo_bytes;
+        mbar_expect_tx(full + 8 * s, halo_bytes + (p.resident_b ? 0 : boxes * kTapBytes));
         tma_load_4d(stage, &p.x[ci], full + 8 * s, cb * kC, t.w0 - 1, t.h0 - 1, t.image);
         if (!p.resident_b)
           for (int tap = 0; tap < boxes; ++tap)
@@ -749,8 +751,8 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
       // below leaves the last tap queued either way. (Pixel8: k16 steps for taps.)
       if (kPixel8 && cv.pixel8) {
         constexpr int kLast = kPixel8Steps - 1;
-        const uint32_t a_lo = desc_lo_pixel8(stage + (t.a0 + (kCoop ? g.chain_halo_offset(c) : 0)) * 16);
-        const uint32_t a_lo1 = a_lo + g.chain_halo_offset(1);
+        const uint32_t a_lo = desc_lo_pixel8(stage + (t.a0 + (kCoop ? g.chain_halo_offset(c) : 0)) * kPixel8RowBytes);
+        const uint32_t a_lo1 = a_lo + g.chain_halo_offset(1) * (kPixel8RowBytes / 16);
         if constexpr (kTwoChains && !kCoop) {
           conv_steps_pixel8<T, 0, kPixel8Steps>(d0, a_lo, g.bw, b_lo, cb > 0);
           wgmma_commit();
@@ -860,6 +862,29 @@ __global__ void __launch_bounds__(kThreads, 1) halo_conv_kernel(const __grid_con
     }
   }
 #endif  // CUSYNC_SM90A_DEVICE
+}
+
+// The instance a launch of `tiles` tiles runs (host side, shared by the FFI
+// launch and bench/halo_pair_probe.cu): one 64-row chain a tile where no tile
+// has a second (a paired tiling of one image); both consumers on every tile
+// where the launch has no more tiles than CTAs (pingpong would leave one of
+// them idle); the split's code only in the launches of a split pair; the
+// pixel8 steps only in launches that run a pixel8 conv 1's tiles (a split
+// pixel8 pair is refused before any launch).
+template <class T, class Pair>
+auto halo_conv_instance(const HaloParams<T>& p, int tiles, int sms) {
+  const bool one_chain = p.tiling.one_chain(), coop = !one_chain && tiles <= sms;
+  const bool split = p.conv[0].splits > 1 || p.conv[1].splits > 1;
+  const bool pixel8 = p.conv[0].pixel8 && p.begin < p.tiles0;
+  const auto pick = [&](auto split_tag, auto pixel8_tag) {
+    constexpr bool kSplit = decltype(split_tag)::value, kPixel8 = decltype(pixel8_tag)::value;
+    return one_chain ? halo_conv_kernel<T, Pair, false, false, kSplit, kPixel8>
+           : coop    ? halo_conv_kernel<T, Pair, true, true, kSplit, kPixel8>
+                     : halo_conv_kernel<T, Pair, true, false, kSplit, kPixel8>;
+  };
+  return split    ? pick(std::true_type{}, std::false_type{})
+         : pixel8 ? pick(std::false_type{}, std::true_type{})
+                  : pick(std::false_type{}, std::false_type{});
 }
 
 }  // namespace cusync_halo
