@@ -88,6 +88,10 @@ int main(int argc, char** argv) {
   const bool few_c2 = argc == 3 && std::string(argv[2]) == "few-c2";
   const bool big_c2 = argc == 3 && std::string(argv[2]) == "big-c2";
   const bool few = few_c2 || (argc == 3 && std::string(argv[2]) == "few");
+  // HARNESS_BACK_TO_BACK=1: time launches back to back (see the rounds below).
+  const char* b2b = std::getenv("HARNESS_BACK_TO_BACK");
+  const bool back_to_back = b2b != nullptr && std::string(b2b) == "1";
+  std::printf("timing: %s\n", back_to_back ? "back to back, per launch" : "one launch after an idle GPU");
   using Own128 = cusync_sm90::ChainConfig<Element, 128, false, 1>;
   // 128x128 cooperative (both MMA warpgroups on every tile, 64 rows each),
   // the package's form where a CTA runs at most two tiles.
@@ -266,10 +270,28 @@ int main(int argc, char** argv) {
       CHECK(cudaMemcpy(&diff[v], dmax, sizeof(float), cudaMemcpyDeviceToHost));
     }
     // Alternated rounds; each round times `iters` launches per variant,
-    // rotating the input sets (set up once per set).
+    // rotating the input sets (set up once per set). Each launch alone after
+    // an idle GPU, or (back_to_back) the `iters` launches between two events,
+    // as a stream of kernels runs them (the MLP's case), over iters.
     std::vector<std::vector<float>> ms(variants.size());
     for (int r = 0; r < rounds; ++r) {
       for (size_t v = 0; v < variants.size(); ++v) {
+        if (back_to_back) {
+          for (int pass = 0; pass < 2; ++pass) {  // the first warms up
+            CHECK(cudaEventRecord(ev[0], stream));
+            for (int it = 0; it < iters; ++it) {
+              const int set = it % sets;
+              variants[v].setup(xs[set], ws[set], outs[v], m, n, k);
+              variants[v].run(stream);
+            }
+            CHECK(cudaEventRecord(ev[1], stream));
+            CHECK(cudaEventSynchronize(ev[1]));
+            float t;
+            CHECK(cudaEventElapsedTime(&t, ev[0], ev[1]));
+            if (pass == 1) ms[v].push_back(t / iters);
+          }
+          continue;
+        }
         for (int it = 0; it < iters + 3; ++it) {
           const int set = it % sets;
           variants[v].setup(xs[set], ws[set], outs[v], m, n, k);

@@ -277,6 +277,19 @@ __device__ __forceinline__ long long global_timer() {
 #endif
 #define CUSYNC_PHASE(slot, cond) CUSYNC_PHASE_AT(slot, cond, clock64())
 
+// Probe builds for the harnesses (bench/gemm_vs_cutlass.sh with one of these
+// defined; the package compiles neither): where a launch's time goes,
+// by leaving one side of the pipeline out.
+//  - CUSYNC_SM90_PROBE_NO_MMA: the MMA warpgroups wait for each stage and free
+//    it without a wgmma (the outputs are the epilogue of zeros): the load side
+//    alone, its schedule, barriers and epilogue unchanged.
+//  - CUSYNC_SM90_PROBE_NO_LOAD: the loader completes each stage's bytes on its
+//    full barrier instead of issuing TMA (the wgmmas read whatever shared
+//    memory holds): the MMA side alone.
+#if defined(CUSYNC_SM90_PROBE_NO_MMA) && defined(CUSYNC_SM90_PROBE_NO_LOAD)
+#error "CUSYNC_SM90_PROBE_NO_MMA and CUSYNC_SM90_PROBE_NO_LOAD leave nothing to time together"
+#endif
+
 // The part of the producer's output that k range [k_begin, k_end) of a
 // consumer tile reads.
 template <class Cfg>
@@ -604,6 +617,12 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       CUSYNC_PHASE_WAITED(waited_free, tile_write.count() == 1, pipeline.producer_acquire(write));
       auto* bar = pipeline.producer_get_barrier(write);
       const int stage = write.index();
+#ifdef CUSYNC_SM90_PROBE_NO_LOAD
+      cutlass::arch::ClusterTransactionBarrier::complete_transaction(bar, cute::block_rank_in_cluster(),
+                                                                   Cfg::kBytesA + Cfg::kBytesB, 1);
+      ++write;
+      continue;
+#endif
       load_b(kb, stage, bar);
       if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
         const int k0 = kb * Cfg::kTileK;
@@ -1180,7 +1199,9 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
       warpgroup_arrive();
       CUTE_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
+#ifndef CUSYNC_SM90_PROBE_NO_MMA
         cute::gemm(tiled_mma, tCrA(_, _, b, stage), tCrB(_, _, b, stage), accum);
+#endif
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
@@ -1200,7 +1221,11 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
       pipeline.consumer_release(release);
     }
     warpgroup_fence_operand(accum);
+#ifdef CUSYNC_SM90_PROBE_NO_MMA
+    clear(accum);
+#else
     if (k_tiles == 0) clear(accum);
+#endif
     CUSYNC_PHASE(5, first_tile);
     CUSYNC_PHASE_AT(17, first_tile, waited_data);
 
