@@ -201,7 +201,34 @@ int main(int argc, char** argv) {
       cutlass_variant("cutlass_pp128_c1", pp_c1, sms),
       own_variant("own128_column", own_column, kColumn, sms),
   };
-  std::vector<Variant>& variants = big_c2 ? big_c2_variants
+#ifdef CUSYNC_SM90_PROBE_SIDES
+  // "sides" (a probe build): each of these kernels whole, with its loads
+  // alone and with its MMA alone, alternated in the same rounds.
+  const bool sides = argc >= 3 && std::string(argv[2]) == "sides";
+  std::vector<Variant> sides_variants;
+  auto add_sides = [&](const char* name, auto* gemm_of_side, cusync::TileOrder order) {
+    static const char* const kSide[3] = {"", "~loads", "~mma"};
+    for (int side = 0; side < 3; ++side) {
+      auto* g = gemm_of_side(side);
+      g->side = side;
+      sides_variants.push_back(own_variant((std::string(name) + kSide[side]).c_str(), *g, order, sms));
+    }
+  };
+  auto fresh = [](auto tag) { return [](int) { return new OwnGemm<typename decltype(tag)::type>; }; };
+  add_sides("own128coop_column", +fresh(std::type_identity<Own128coop>{}), kColumn);
+  add_sides("own128_grouped", +fresh(std::type_identity<Own128>{}), cusync::TileOrder::kGrouped);
+  add_sides("own192_grouped", +fresh(std::type_identity<Own192>{}), cusync::TileOrder::kGrouped);
+  add_sides("own256_grouped", +fresh(std::type_identity<Own256>{}), cusync::TileOrder::kGrouped);
+  add_sides("own96_column", +fresh(std::type_identity<Own96>{}), kColumn);
+  add_sides("own128_c2_column", +fresh(std::type_identity<Own128c2>{}), kColumn);
+  add_sides("own256_c2_column", +fresh(std::type_identity<Own256c2>{}), kColumn);
+  sides_variants.push_back(cutlass_variant("cutlass_pp128_c1", pp_c1, sms));
+#else
+  const bool sides = false;
+  std::vector<Variant> sides_variants;
+#endif
+  std::vector<Variant>& variants = sides ? sides_variants
+                                   : big_c2 ? big_c2_variants
                                    : few_c2 ? c2_variants
                                    : few    ? few_variants
                                             : many_variants;
@@ -235,6 +262,13 @@ int main(int argc, char** argv) {
   }
 #endif
   if (argc == 5) shapes = {{std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4])}};
+  if (sides && argc == 3) {
+    shapes.clear();
+    for (int m : {256, 1024, 4096})
+      for (auto nk : {std::array<int, 2>{6144, 12288}, {12288, 6144}, {5632, 8192}, {8192, 2816}})
+        shapes.push_back({m, nk[0], nk[1]});
+  }
+  if (sides && argc == 6) shapes = {{std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5])}};
   if (big_c2) shapes = {{4096, 6144, 12288}, {4096, 12288, 6144}, {4096, 5632, 8192}, {4096, 8192, 2816}};
   if (few) {
     shapes.clear();

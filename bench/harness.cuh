@@ -110,6 +110,9 @@ struct OwnGemm {
     if (counted && !counter) CHECK(cudaMalloc(&counter, sizeof(int)));
     cusync::Stage tiling{m, n, 1, Cfg::kTileM, Cfg::kTileN, order, group_rows};
     p = {};
+#ifdef CUSYNC_SM90_PROBE_SIDES
+    p.probe_side = side;
+#endif
     p.stage[0] = cusync_sm90::make_gemm_stage<Cfg>(x, m, k, k, w, n, out, n, nullptr, tiling,
                                                   cusync::Activation::kIdentity);
     p.tiles0 = cusync_sm90::schedule_positions<Cfg>(tiling);  // (2x1 clusters: one per pair of row tiles)
@@ -151,6 +154,8 @@ struct OwnGemm {
   }
   bool counted = false;
   bool stream_k = false;
+  int side = 0;  // probe builds (CUSYNC_SM90_PROBE_SIDES): which side of the pipeline runs
+
   int* counts = nullptr;
   float* partials = nullptr;
   size_t partial_capacity = 0;

@@ -106,6 +106,9 @@ struct ChainParams {
   // grid's completion before its first A load (launch_chain sets the launch
   // attribute).
   bool wait_prior_grid;
+#ifdef CUSYNC_SM90_PROBE_SIDES
+  int probe_side;  // kProbeWhole, kProbeLoadsOnly or kProbeMmaOnly (harness builds only)
+#endif
   // Stream-K (Cfg::kStreamK only): on where stream_k.ctas_per_row > 0 (then
   // begin = 0, end = kStreamKDone, and the launch has stream_k.ctas() CTAs).
   cusync::StreamK stream_k;
@@ -277,17 +280,16 @@ __device__ __forceinline__ long long global_timer() {
 #endif
 #define CUSYNC_PHASE(slot, cond) CUSYNC_PHASE_AT(slot, cond, clock64())
 
-// Probe builds for the harnesses (bench/gemm_vs_cutlass.sh with one of these
-// defined; the package compiles neither): where a launch's time goes,
-// by leaving one side of the pipeline out.
-//  - CUSYNC_SM90_PROBE_NO_MMA: the MMA warpgroups wait for each stage and free
-//    it without a wgmma (the outputs are the epilogue of zeros): the load side
-//    alone, its schedule, barriers and epilogue unchanged.
-//  - CUSYNC_SM90_PROBE_NO_LOAD: the loader completes each stage's bytes on its
-//    full barrier instead of issuing TMA (the wgmmas read whatever shared
-//    memory holds): the MMA side alone.
-#if defined(CUSYNC_SM90_PROBE_NO_MMA) && defined(CUSYNC_SM90_PROBE_NO_LOAD)
-#error "CUSYNC_SM90_PROBE_NO_MMA and CUSYNC_SM90_PROBE_NO_LOAD leave nothing to time together"
+// Probe builds for the harnesses (-DCUSYNC_SM90_PROBE_SIDES; the package
+// compiles none of it): ChainParams::probe_side leaves one side of the
+// pipeline out, so a harness times the sides beside the whole GEMM in one
+// process: kProbeLoadsOnly, the MMA warpgroups wait for each stage and free it
+// without a wgmma (the outputs are the epilogue of zeros); kProbeMmaOnly, the
+// loader completes each stage's bytes on its full barrier instead of issuing
+// TMA (the wgmmas read whatever shared memory holds). Whole-tile GEMM
+// launches without waits (what the GEMM harness runs).
+#ifdef CUSYNC_SM90_PROBE_SIDES
+constexpr int kProbeWhole = 0, kProbeLoadsOnly = 1, kProbeMmaOnly = 2;
 #endif
 
 // The part of the producer's output that k range [k_begin, k_end) of a
@@ -617,11 +619,12 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       CUSYNC_PHASE_WAITED(waited_free, tile_write.count() == 1, pipeline.producer_acquire(write));
       auto* bar = pipeline.producer_get_barrier(write);
       const int stage = write.index();
-#ifdef CUSYNC_SM90_PROBE_NO_LOAD
-      cutlass::arch::ClusterTransactionBarrier::complete_transaction(bar, cute::block_rank_in_cluster(),
-                                                                   Cfg::kBytesA + Cfg::kBytesB, 1);
-      ++write;
-      continue;
+#ifdef CUSYNC_SM90_PROBE_SIDES
+      if (p.probe_side == kProbeMmaOnly) {
+        cutlass::arch::ClusterTransactionBarrier::complete_transaction(bar, 0, Cfg::kBytesA + Cfg::kBytesB, 1);
+        ++write;
+        continue;
+      }
 #endif
       load_b(kb, stage, bar);
       if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
@@ -1191,7 +1194,18 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     warpgroup_fence_operand(accum);
     [[maybe_unused]] const bool first_tile = mma_thread == 0 && read.count() == 0;
     CUSYNC_PHASE(22, first_tile);
-    for (int kb = 0; kb < k_tiles; ++kb) {
+    // k-blocks through the wgmmas: all of them, but in a loads-only probe.
+    int mma_blocks = k_tiles;
+#ifdef CUSYNC_SM90_PROBE_SIDES
+    if (p.probe_side == kProbeLoadsOnly) {
+      for (; mma_blocks > 0; --mma_blocks, ++read) {
+        pipeline.consumer_wait(read);
+        pipeline.consumer_release(read);
+      }
+      release = read;
+    }
+#endif
+    for (int kb = 0; kb < mma_blocks; ++kb) {
       CUSYNC_PHASE_WAITED(waited_data, first_tile && kb > 0, pipeline.consumer_wait(read));
       CUSYNC_PHASE(4, first_tile && kb == 0);
       // Warp-uniform by construction; the broadcast lets the compiler know.
@@ -1199,9 +1213,7 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
       warpgroup_arrive();
       CUTE_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
-#ifndef CUSYNC_SM90_PROBE_NO_MMA
         cute::gemm(tiled_mma, tCrA(_, _, b, stage), tCrB(_, _, b, stage), accum);
-#endif
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
@@ -1217,15 +1229,11 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     // warpgroup's first wgmma queues right behind it.
     if constexpr (kPingpong) math_order.arrive();
     warpgroup_wait<0>();
-    if (k_tiles > 0) {
+    if (mma_blocks > 0) {
       pipeline.consumer_release(release);
     }
     warpgroup_fence_operand(accum);
-#ifdef CUSYNC_SM90_PROBE_NO_MMA
-    clear(accum);
-#else
-    if (k_tiles == 0) clear(accum);
-#endif
+    if (mma_blocks == 0) clear(accum);
     CUSYNC_PHASE(5, first_tile);
     CUSYNC_PHASE_AT(17, first_tile, waited_data);
 
