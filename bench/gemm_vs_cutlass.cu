@@ -75,6 +75,7 @@ void phases_of(const char* name, G& gemm, int m, int n, int k, int sms, cusync::
 #endif
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out as it is printed (a hang keeps what came before)
   int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
   const int iters = 20;
   const int sets = 3;  // rotated input sets

@@ -8,7 +8,9 @@
 # same shapes timed the same two ways. Binaries from
 #   bench/gemm_vs_cutlass.sh;  PROBE_SUFFIX=_sides bench/gemm_vs_cutlass.sh -DCUSYNC_SM90_PROBE_SIDES
 # (sm_90a, static runtime: built anywhere, run on any H100/H200).
-#   scripts/pipeline_sides.sh OUTDIR [ROUNDS]
+#   [MODES="1 0"] [CUBLAS=1] [PLAIN=1] scripts/pipeline_sides.sh OUTDIR [ROUNDS]
+# MODES: the timing modes, 1 back to back, 0 a launch after idle; CUBLAS=0 or
+# PLAIN=0 leave out cuBLAS's rows or the plain build's run.
 set -uo pipefail
 OUT=${1:?usage: scripts/pipeline_sides.sh OUTDIR [ROUNDS]}
 ROUNDS=${2:-3}
@@ -20,12 +22,14 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=c
 smi=$!
 run() { local log=$1; shift; echo "-- $* (HARNESS_BACK_TO_BACK=${HARNESS_BACK_TO_BACK:-0})" >> "$OUT/$log";
         timeout 200 "$@" >> "$OUT/$log" 2>&1; echo "$* b2b=${HARNESS_BACK_TO_BACK:-0} -> rc $?"; }
-for b2b in 1 0; do
+for b2b in ${MODES:-1 0}; do
   export HARNESS_BACK_TO_BACK=$b2b
   run sides.log $P/gemm_vs_cutlass_sides "$ROUNDS" sides
-  run sides.log python3 bench/cublas_gemms.py "$ROUNDS" few
-  run sides.log python3 bench/cublas_gemms.py "$ROUNDS" many
+  if [[ ${CUBLAS:-1} == 1 ]]; then
+    run sides.log python3 bench/cublas_gemms.py "$ROUNDS" few
+    run sides.log python3 bench/cublas_gemms.py "$ROUNDS" many
+  fi
 done
-HARNESS_BACK_TO_BACK=1 run plain.log $P/gemm_vs_cutlass "$ROUNDS"
+[[ ${PLAIN:-1} == 1 ]] && HARNESS_BACK_TO_BACK=1 run plain.log $P/gemm_vs_cutlass "$ROUNDS"
 kill $smi
 python3 bench/pipeline_sides.py "$OUT" | tee "$OUT/table.txt"

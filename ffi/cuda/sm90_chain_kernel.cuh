@@ -621,7 +621,8 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       const int stage = write.index();
 #ifdef CUSYNC_SM90_PROBE_SIDES
       if (p.probe_side == kProbeMmaOnly) {
-        cutlass::arch::ClusterTransactionBarrier::complete_transaction(bar, 0, Cfg::kBytesA + Cfg::kBytesB, 1);
+        cutlass::arch::ClusterTransactionBarrier::complete_transaction(bar, cute::block_rank_in_cluster(),
+                                                                     Cfg::kBytesA + Cfg::kBytesB, 1);
         ++write;
         continue;
       }
