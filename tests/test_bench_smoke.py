@@ -284,3 +284,22 @@ def test_ncu_top_splits_stall_samples_at_its_marks(tmp_path):
     out = run_bench("ncu_top.py", str(path), "--top", "2", "--mark", "mma=HGMMA")
     assert "  mma                            8   32.0%" in out  # 8 of 25 samples
     assert " 40.00%" in out and "[long_sb 10]" in out
+
+
+def test_ncu_sides_table_names_each_profiled_kernel_by_its_variant(tmp_path):
+    # bench/ncu_sides.py reads ncu's metric lines (the format ncu prints per kernel)
+    # and names each kernel by the harness's variant lines, in launch order.
+    kernel = (" void chain_kernel_sm90<ChainConfig<half_t, 128, 0, 1, 0, 2, 1, 0, 0>>(ChainParams<T1>) "
+              "(132, 1, 1)x(384, 1, 1), Context 1, Stream 13, Device 0, CC 9.0")
+    metrics = [" gpu__time_duration.sum us 90.85", " sm__cycles_elapsed.max cycle 100,000",
+               " sm__pipe_tensor_op_hmma_cycles_active.avg cycle 80,000", " lts__t_bytes.sum Mbyte 1,234.5"]
+    lines = [kernel, *metrics, kernel, *metrics[:1], " sm__cycles_elapsed.max cycle 160,000",
+             *metrics[2:],
+             "  4096   6144  12288  own128_grouped               0.9332 ms   663 TF/s  maxdiff 0",
+             "  4096   6144  12288  own128_grouped~mma           0.7960 ms   777 TF/s  maxdiff 15.9"]
+    (tmp_path / "metrics_4096x6144x12288.txt").write_text("\n".join(lines) + "\n")
+    out = run_bench("ncu_sides.py", str(tmp_path))
+    rows = [line.split() for line in out.splitlines() if line.startswith("  own")]
+    assert [r[0] for r in rows] == ["own128_grouped", "own128_grouped~mma"]
+    assert rows[0][1:5] == ["90.8", "100.0", "80.0", "1234.5"]  # us, kcycles, tensor %, L2 MB
+    assert rows[1][2:4] == ["160.0", "50.0"]
