@@ -18,7 +18,7 @@ for shape in "$@"; do
   tag=${m}x${n}x${k}
   timeout -k 10 240 ncu --kernel-name "$OURS" -c 22 --metrics "$METRICS" "$BIN" 1 sides $m $n $k \
     > "$OUT/metrics_$tag.txt" 2>&1; echo "metrics $tag: rc $?"
-  timeout -k 10 120 ncu --kernel-name "regex:nvjet|gemm|Kernel" -c 1 --metrics "$METRICS" \
+  timeout -k 10 120 ncu --kernel-name "regex:nvjet|gemm|Gemm" -c 1 --metrics "$METRICS" \
     python3 bench/cublas_gemms.py 1 $m $n $k > "$OUT/cublas_metrics_$tag.txt" 2>&1; echo "cublas $tag: rc $?"
   timeout -k 10 300 ncu --kernel-name "$OURS" -c 22 --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
     --section WarpStateStats "$BIN" 1 sides $m $n $k > "$OUT/sections_$tag.txt" 2>&1; echo "sections $tag: rc $?"
