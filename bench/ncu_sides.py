@@ -16,6 +16,9 @@ SECTION_ROW = re.compile(r"^\s+(Duration|SM Frequency|Elapsed Cycles|L1/TEX Cach
                          r"Compute \(SM\) Throughput|Warp Cycles Per Issued Instruction)\s+(\S+)\s+([\d,.]+)\s*$")
 PIPE = re.compile(r"(\w+) is the highest-utilized pipeline \(([\d.]+)%\)")
 NAME_LINE = re.compile(r"^\s*\d+\s+\d+\s+\d+\s+(\S+)\s+[\d.]+ ms")
+# ncu scales its units per value; the table prints us, MB and cycles.
+SCALE = {"ns": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6,
+         "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "Tbyte": 1e6}
 
 
 def blocks(text: str, pattern: re.Pattern) -> list[dict]:
@@ -29,7 +32,7 @@ def blocks(text: str, pattern: re.Pattern) -> list[dict]:
         if out:
             m = pattern.match(line)
             if m:
-                out[-1][m.group(1)] = float(m.group(3).replace(",", ""))
+                out[-1][m.group(1)] = float(m.group(3).replace(",", "")) * SCALE.get(m.group(2), 1.0)
             p = PIPE.search(line)
             if p and pattern is SECTION_ROW:
                 out[-1]["pipe"] = f"{p.group(1)} {p.group(2)}%"

@@ -293,8 +293,8 @@ def test_ncu_sides_table_names_each_profiled_kernel_by_its_variant(tmp_path):
               "(132, 1, 1)x(384, 1, 1), Context 1, Stream 13, Device 0, CC 9.0")
     metrics = [" gpu__time_duration.sum us 90.85", " sm__cycles_elapsed.max cycle 100,000",
                " sm__pipe_tensor_op_hmma_cycles_active.avg cycle 80,000", " lts__t_bytes.sum Mbyte 1,234.5"]
-    lines = [kernel, *metrics, kernel, *metrics[:1], " sm__cycles_elapsed.max cycle 160,000",
-             *metrics[2:],
+    lines = [kernel, *metrics, kernel, " gpu__time_duration.sum ms 1.25", " sm__cycles_elapsed.max cycle 160,000",
+             metrics[2], " lts__t_bytes.sum Gbyte 2.5",
              "  4096   6144  12288  own128_grouped               0.9332 ms   663 TF/s  maxdiff 0",
              "  4096   6144  12288  own128_grouped~mma           0.7960 ms   777 TF/s  maxdiff 15.9"]
     (tmp_path / "metrics_4096x6144x12288.txt").write_text("\n".join(lines) + "\n")
@@ -302,4 +302,4 @@ def test_ncu_sides_table_names_each_profiled_kernel_by_its_variant(tmp_path):
     rows = [line.split() for line in out.splitlines() if line.startswith("  own")]
     assert [r[0] for r in rows] == ["own128_grouped", "own128_grouped~mma"]
     assert rows[0][1:5] == ["90.8", "100.0", "80.0", "1234.5"]  # us, kcycles, tensor %, L2 MB
-    assert rows[1][2:4] == ["160.0", "50.0"]
+    assert rows[1][1:5] == ["1250.0", "160.0", "50.0", "2500.0"]  # ncu's ms and Gbyte scaled
