@@ -20,6 +20,7 @@ table with speedups over xla and over serial.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import math
@@ -84,6 +85,20 @@ def make_inputs(tokens, hidden, ffn, activation, dtype, seed):
     return cast(x), cast(w1), cast(w2 * scale), cast(b1), cast(b2 * scale)
 
 
+def over_weight_sets(step, sets: int):
+    """A step through `sets` MLPs in a row, each with its own weights (the
+    flat parameters: sets x (w1, w2, b1, b2)), as a model's layers run: a
+    call's weights are not still in L2 from its previous call."""
+    if sets == 1:
+        return step
+
+    def chain(v, *flat):
+        for j in range(sets):
+            v = step(v, *flat[4 * j:4 * j + 4])
+        return v
+    return chain
+
+
 def step_for(kwargs, activation, plan):
     if kwargs is None:
         return lambda x, w1, w2, b1, b2: cs.mlp_reference(x, w1, w2, b1=b1, b2=b2,
@@ -99,7 +114,8 @@ def order_kwargs(text: str) -> dict:
     """A variant spec -> plan_mlp keyword arguments. Comma-separated parts: a
     tile order ('grouped:4' -> order="grouped", group_rows=4; 'column_major'),
     'tile=128x64x64' (or 'tile=128x96x64/128x192x64', a tile per GEMM), 'cluster=2' (cluster_m), 'overlap=1' (serial's consumer
-    launched as a programmatic dependent of the producer; overlap=0 is the default),
+    launched as a programmatic dependent of the producer; overlap=0 is the default), 'l2w=1' (the
+    producer prefetches the consumer's weights into L2: Optimizations.prefetch_consumer_weights),
     'mma=pingpong' or 'mma=cooperative' (mma_schedule of whole 128x128 and 96x128 tiles), 'sk=11' (stream-K for
     the producer and the consumer GEMM, serial rows only; sk=10 the producer alone)."""
     kw = {}
@@ -113,8 +129,10 @@ def order_kwargs(text: str) -> dict:
             kw["tile"] = shapes[0] if len(shapes) == 1 else tuple(shapes)
         elif eq and key == "cluster":
             kw["cluster_m"] = int(value)
-        elif eq and key == "overlap":
-            kw["optimizations"] = cs.Optimizations(overlap_launches=bool(int(value)))
+        elif eq and key in ("overlap", "l2w"):
+            field = {"overlap": "overlap_launches", "l2w": "prefetch_consumer_weights"}[key]
+            kw["optimizations"] = dataclasses.replace(kw.get("optimizations", cs.Optimizations()),
+                                                      **{field: bool(int(value))})
         elif eq and key == "sk":
             # sk=PC: stream-K for the producer (P) and consumer (C), 1 or 0 each (serial mode only)
             if len(value) != 2 or set(value) - {"0", "1"}:
@@ -147,16 +165,21 @@ def describe(plan) -> str:
     mma = f" mma={plan.mma_schedule}" if plan.mma_schedule != "auto" else ""
     # (The tuned table cannot replay launch options: bench/tune.py skips such rows.)
     overlap = " overlap" if plan.optimizations.overlap_launches else ""
-    return f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}{stream_k}{mma}{overlap}"
+    l2w = " l2w" if plan.optimizations.prefetch_consumer_weights else ""
+    return (f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}{stream_k}{mma}"
+            f"{overlap}{l2w}")
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
              orders=(), skip=(), target_ms=timing.TARGET_MS, measure=timing.launch_ms, heat_s=0.0,
-             check=False):
+             check=False, weight_sets=1):
     dtype = DTYPES[dtype_name]
     ops = make_inputs(tokens, hidden, ffn, activation, dtype, seed)
+    # More weight sets: sets x (w1, w2, b1, b2) after x, the first set's own.
+    for j in range(1, weight_sets):
+        ops += make_inputs(tokens, hidden, ffn, activation, dtype, seed + 1000 * j)[1:]
     flops = 2 * tokens * hidden * ffn * (2 if activation == "swiglu" else 1) + 2 * tokens * ffn * hidden
-    iters = timing.iterations_for(flops / (ESTIMATE_TFLOPS * 1e9), target_ms=target_ms)
+    iters = timing.iterations_for(weight_sets * flops / (ESTIMATE_TFLOPS * 1e9), target_ms=target_ms)
     timed, plans, steps = {}, {}, {}
     for impl, kwargs in variants(activation, orders).items():
         if impl in skip:
@@ -173,10 +196,11 @@ def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, d
                 continue
             plans[impl] = describe(plan)
         steps[impl] = step_for(kwargs, activation, plan)
-        timed[impl] = (timing.chained(steps[impl], iters), ops, iters)
+        timed[impl] = (timing.chained(over_weight_sets(steps[impl], weight_sets), iters), ops,
+                       iters * weight_sets)
     errs = {}
     if check:  # each row's output against XLA's, before any is timed (bench/checks.py)
-        errs = checks.check(steps, ops)
+        errs = checks.check(steps, ops[:5])
         checks.report(errs, dtype_name, f"{model} tokens={tokens}")
     samples = {}
     ms = timing.alternate(timed, rounds, samples_out=samples, measure=measure, heat_s=heat_s)
@@ -310,6 +334,10 @@ def main(argv=None):
     ap.add_argument("--skip", nargs="*", default=[],
                     help="variants to leave out (names as printed, e.g. TileSync-streams); xla, serial "
                          "and auto always run")
+    ap.add_argument("--weight-sets", type=int, default=1,
+                    help="MLPs a chained call runs, each with its own weights (default 1: the same "
+                         "weights every call). More than 1 keeps a call's weights out of L2 from the "
+                         "call before, as in a model of many layers; needed to time l2w=1 honestly")
     ap.add_argument("--heat-s", type=float, default=0.0,
                     help="seconds each variant runs back to back before each of its timed launches: "
                          "times it at the power cap a serving or training loop runs at (default 0: "
@@ -320,6 +348,8 @@ def main(argv=None):
     ap.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench" / "results",
                     help="writes <device>-mlp.json and .png here (default bench/results)")
     args = ap.parse_args(argv)
+    if args.weight_sets < 1:
+        ap.error(f"--weight-sets: expected at least 1, got {args.weight_sets}")
     if {"xla", "serial", "auto"} & set(args.skip):
         ap.error("--skip: xla, serial and auto are the references every case needs")
 
@@ -341,7 +371,8 @@ def main(argv=None):
         result = {"commit": commit, "dirty": dirty, "device": device.device_kind,
                   "jax": jax.__version__,
                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "target_ms": args.target_ms, "timing": args.timing, "heat_s": args.heat_s, "rows": rows}
+                  "target_ms": args.target_ms, "timing": args.timing, "heat_s": args.heat_s,
+                  "weight_sets": args.weight_sets, "rows": rows}
         out.write_text(json.dumps(result, indent=1) + "\n")
 
     rows = []
@@ -351,7 +382,7 @@ def main(argv=None):
                 case = run_case(model, hidden, ffn, activation, dtype, tokens, args.rounds, seed=i,
                                 device=planner_device, orders=args.orders, skip=set(args.skip),
                                 target_ms=args.target_ms, measure=measure, heat_s=args.heat_s,
-                                check=checks.wanted(args.check, i))
+                                check=checks.wanted(args.check, i), weight_sets=args.weight_sets)
                 print_case(case)
                 rows.extend(case)
                 write(rows)  # after every case: a run cut short keeps what it measured
