@@ -20,7 +20,6 @@ table with speedups over xla and over serial.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import math
@@ -114,8 +113,7 @@ def order_kwargs(text: str) -> dict:
     """A variant spec -> plan_mlp keyword arguments. Comma-separated parts: a
     tile order ('grouped:4' -> order="grouped", group_rows=4; 'column_major'),
     'tile=128x64x64' (or 'tile=128x96x64/128x192x64', a tile per GEMM), 'cluster=2' (cluster_m), 'overlap=1' (serial's consumer
-    launched as a programmatic dependent of the producer; overlap=0 is the default), 'l2w=1' (the
-    producer prefetches the consumer's weights into L2: Optimizations.prefetch_consumer_weights),
+    launched as a programmatic dependent of the producer; overlap=0 is the default),,
     'mma=pingpong' or 'mma=cooperative' (mma_schedule of whole 128x128 and 96x128 tiles), 'sk=11' (stream-K for
     the producer and the consumer GEMM, serial rows only; sk=10 the producer alone)."""
     kw = {}
@@ -129,10 +127,8 @@ def order_kwargs(text: str) -> dict:
             kw["tile"] = shapes[0] if len(shapes) == 1 else tuple(shapes)
         elif eq and key == "cluster":
             kw["cluster_m"] = int(value)
-        elif eq and key in ("overlap", "l2w"):
-            field = {"overlap": "overlap_launches", "l2w": "prefetch_consumer_weights"}[key]
-            kw["optimizations"] = dataclasses.replace(kw.get("optimizations", cs.Optimizations()),
-                                                      **{field: bool(int(value))})
+        elif eq and key == "overlap":
+            kw["optimizations"] = cs.Optimizations(overlap_launches=bool(int(value)))
         elif eq and key == "sk":
             # sk=PC: stream-K for the producer (P) and consumer (C), 1 or 0 each (serial mode only)
             if len(value) != 2 or set(value) - {"0", "1"}:
@@ -165,9 +161,7 @@ def describe(plan) -> str:
     mma = f" mma={plan.mma_schedule}" if plan.mma_schedule != "auto" else ""
     # (The tuned table cannot replay launch options: bench/tune.py skips such rows.)
     overlap = " overlap" if plan.optimizations.overlap_launches else ""
-    l2w = " l2w" if plan.optimizations.prefetch_consumer_weights else ""
-    return (f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}{stream_k}{mma}"
-            f"{overlap}{l2w}")
+    return f"{tile}{cluster} {policy_name(plan.policy)} {plan.mode} {order_text(plan)}{stream_k}{mma}{overlap}"
 
 
 def run_case(model, hidden, ffn, activation, dtype_name, tokens, rounds, seed, device,
@@ -337,7 +331,7 @@ def main(argv=None):
     ap.add_argument("--weight-sets", type=int, default=1,
                     help="MLPs a chained call runs, each with its own weights (default 1: the same "
                          "weights every call). More than 1 keeps a call's weights out of L2 from the "
-                         "call before, as in a model of many layers; needed to time l2w=1 honestly")
+                         "call before, as in a model of many layers)")
     ap.add_argument("--heat-s", type=float, default=0.0,
                     help="seconds each variant runs back to back before each of its timed launches: "
                          "times it at the power cap a serving or training loop runs at (default 0: "

@@ -105,11 +105,6 @@ class Optimizations:
                           A is read only once the producer has completed. Off by
                           default: on the H200 it gains 0-3 % on the LLaMA MLPs and
                           loses up to 5 % on GPT-3's at 256 tokens (bench/NOTES_sm90.md).
-    prefetch_consumer_weights: Hopper kernel, every mode: while the producer GEMM runs,
-                          its loader prefetches the consumer's weights (w2) into L2, a
-                          slice with each of its k-blocks, up to half of L2 (evict-last);
-                          the consumer reads them with an evict-first hint. The numbers
-                          are unchanged; off by default until measured (bench/NOTES_sm90.md).
     """
 
     avoid_wait_kernel: bool = True
@@ -117,12 +112,11 @@ class Optimizations:
     release_store_posts: bool = True
     hardware_block_order: bool = False
     overlap_launches: bool = False
-    prefetch_consumer_weights: bool = False
 
     def bits(self) -> int:
         return (int(self.avoid_wait_kernel) | int(self.reorder_tile_loads) << 1
                 | int(self.release_store_posts) << 2 | int(self.hardware_block_order) << 3
-                | int(self.overlap_launches) << 4 | int(self.prefetch_consumer_weights) << 5)
+                | int(self.overlap_launches) << 4)
 
 
 MODES = ("fused", "streams", "serial")

@@ -305,26 +305,22 @@ def test_ncu_sides_table_names_each_profiled_kernel_by_its_variant(tmp_path):
     assert rows[1][1:5] == ["1250.0", "160.0", "50.0", "2500.0"]  # ncu's ms and Gbyte scaled
 
 
-def test_mlp_bench_chains_weight_sets_and_takes_the_l2_prefetch(tmp_path):
-    # --weight-sets 2: each chained call runs two MLPs with their own weights;
-    # l2w=1 plans the producer's prefetch of the consumer's weights.
+
+def test_mlp_bench_chains_weight_sets(tmp_path):
+    # --weight-sets 2: each chained call runs two MLPs with their own weights.
     run_bench("mlp.py", "--hidden", "64", "--ffn", "64", "--tokens", "32", "--dtype", "float16",
-              "--rounds", "1", "--variants", "l2w=1,overlap=1", "--weight-sets", "2",
+              "--rounds", "1", "--weight-sets", "2",
               "--skip", "TileSync-streams", "TileSync-fused", "RowSync-streams", "RowSync-fused",
               "serial-sk", "--commit", "abc", "--dirty", "0", "--out-dir", str(tmp_path))
     result = json.loads((tmp_path / "cpu-mlp.json").read_text())
     assert result["weight_sets"] == 2
-    rows = {r["impl"]: r for r in result["rows"]}
-    assert rows["serial@l2w=1,overlap=1"]["plan"].endswith(" overlap l2w")
+    assert {r["impl"] for r in result["rows"]} == {"xla", "serial", "auto"}
     assert all(r["rel_err"] < 3e-2 for r in result["rows"])
     sys.path.insert(0, str(BENCH))
     try:
         import mlp as mlp_bench
     finally:
         sys.path.remove(str(BENCH))
-    import cusync_jax as cs
-    opt = mlp_bench.order_kwargs("l2w=1")["optimizations"]
-    assert opt == cs.Optimizations(prefetch_consumer_weights=True) and opt.bits() == 0b100111
     # The chain over sets applies each set's weights in order.
     step = mlp_bench.over_weight_sets(lambda v, a, b, c, d: v * a + b + c + d, 2)
     assert step(1.0, 2.0, 0.0, 0.0, 0.0, 3.0, 1.0, 0.0, 0.0) == (1.0 * 2.0) * 3.0 + 1.0

@@ -21,8 +21,6 @@ xla::ffi::Error device_facts(int device, DeviceFacts* out) {
   CUSYNC_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&f.info.max_smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
       "querying the shared-memory limit");
-  CUSYNC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&f.info.l2_bytes, cudaDevAttrL2CacheSize, device),
-                              "querying the L2 size");
   CUSYNC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device),
                               "querying the compute capability");
   CUSYNC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&f.minor, cudaDevAttrComputeCapabilityMinor, device),

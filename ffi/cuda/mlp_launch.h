@@ -25,7 +25,6 @@ struct MlpBuffers {
 struct DeviceInfo {
   int sm_count;
   int max_smem_per_block;  // opt-in limit, bytes
-  int l2_bytes;            // L2 cache size
 };
 
 // Kernel family 0: the portable mma.sync GEMM (sm_80+), all modes.

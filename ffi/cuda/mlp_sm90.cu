@@ -119,30 +119,6 @@ ChainParams<Cfg> sync_params(const MlpSpec& s, const MlpBuffers& b) {
   return p;
 }
 
-// kPrefetchConsumerWeights: the producer's stage-0 tiles prefetch the first
-// bytes of w2 (the rows of k every consumer tile reads first), up to half of
-// L2 so that the producer's own operands keep the rest, a chunk with each of
-// their k-block issues; the consumer's B loads then mark them evict-first.
-template <class Cfg>
-void prefetch_consumer_weights(ChainParams<Cfg>& p, const MlpSpec& s, const MlpBuffers& b, int producer_positions,
-                               const DeviceInfo& device) {
-  if (Cfg::kStreamK || !cusync::has(s.optimizations, cusync::kPrefetchConsumerWeights)) return;
-  const long long w2_bytes = s.ffn * s.out * static_cast<long long>(sizeof(typename Cfg::Element));
-  const long long bytes = std::min(w2_bytes, static_cast<long long>(device.l2_bytes) / 2) / 16 * 16;
-  const long long issues =
-      static_cast<long long>(producer_positions) * ((s.hidden + Cfg::kTileK - 1) / Cfg::kTileK) * Cfg::kClusterM;
-  if (bytes <= 0 || issues <= 0) return;
-  p.l2_prefetch = static_cast<const char*>(b.w2);
-  p.l2_prefetch_bytes = bytes;
-  p.l2_prefetch_chunk = static_cast<int>((bytes + issues * 16 - 1) / (issues * 16) * 16);
-}
-
-template <class Cfg>
-void consumer_reads_prefetched(GemmStage<Cfg>& g, const MlpSpec& s) {
-  if (cusync::has(s.optimizations, cusync::kPrefetchConsumerWeights))
-    g.b_cache_hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_FIRST);
-}
-
 // One GEMM of the MLP alone on Cfg's kernel (serial and streams modes).
 // synced: the producer posts, the consumer waits (streams).
 template <class Cfg>
@@ -152,9 +128,7 @@ Error launch_stage(const MlpSpec& s, const MlpBuffers& b, int stage, bool synced
   if (stage == 0 && (s.producer.slices == 2) != Cfg::kSwiglu)
     return Error::Internal("cusync_jax: the producer's kernel configuration does not match its activation");
   ChainParams<Cfg> p = sync_params<Cfg>(s, b);
-  GemmStage<Cfg> g = stage == 0 ? producer_gemm<Cfg>(s, b) : consumer_gemm<Cfg>(s, b);
-  if (stage == 0) prefetch_consumer_weights(p, s, b, schedule_positions<Cfg>(g.tiling), device);
-  else consumer_reads_prefetched(g, s);
+  const GemmStage<Cfg> g = stage == 0 ? producer_gemm<Cfg>(s, b) : consumer_gemm<Cfg>(s, b);
   single_stage_schedule(p, g, stage, kernel_producer(s), synced, b.sync);
   // Serial mode: the consumer right behind the producer in stream order.
   p.wait_prior_grid = stage == 1 && !synced && cusync::has(s.optimizations, cusync::kOverlapLaunches);
@@ -185,8 +159,6 @@ Error launch_fused(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream, c
   p.stage[0] = producer_gemm<Cfg>(s, b);
   p.stage[1] = consumer_gemm<Cfg>(s, b);
   const int P = schedule_positions<Cfg>(p.stage[0].tiling), C = schedule_positions<Cfg>(p.stage[1].tiling);
-  prefetch_consumer_weights(p, s, b, P, device);
-  consumer_reads_prefetched(p.stage[1], s);
   p.tiles0 = P;
   p.consumer_waits = p.producer_posts = true;
   p.begin = 0;

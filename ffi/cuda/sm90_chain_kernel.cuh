@@ -84,9 +84,6 @@ struct GemmStage {
   cusync::StageDivisors divisors;        // tiling's, precomputed (set_tiling sets both)
   cusync::Activation activation;
   typename Cfg::ConvAField conv;         // Cfg::kConvA: A through im2col (else empty)
-  // L2 policy of B's loads (the MLP's consumer: evict-first behind a
-  // producer that prefetched its weights, kPrefetchConsumerWeights).
-  uint64_t b_cache_hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 };
 
 template <class Cfg>
@@ -118,13 +115,6 @@ struct ChainParams {
   int stream_k_stage;       // the stage it runs
   int* stream_k_counts;     // [tiles], segments arrived and stored (finish_stream_k_segment); zeroed before the launch
   float* stream_k_partials; // [tiles][max_segments][tile elements], in the MMA threads' register order
-  // The consumer's weights, prefetched into L2 by stage-0 tiles (bytes
-  // [0, l2_prefetch_bytes), a chunk each k-block issue: issue i of the
-  // launch, (position * k-blocks + kb) * cluster + rank, takes bytes
-  // [i * chunk, (i + 1) * chunk)); null: none. Whole tiles only (not stream-K).
-  const char* l2_prefetch;
-  long long l2_prefetch_bytes;
-  int l2_prefetch_chunk;
 };
 
 // The loader's last position in stream-K: past every unit.
@@ -410,14 +400,6 @@ __device__ __forceinline__ void load_conv_a(const typename Cfg::ConvA& c, const 
 
 // The descriptors into the TMA unit's cache before the first tile (the
 // first issue of each would otherwise fetch its descriptor).
-// Bytes [ptr, ptr + bytes) into L2, marked evict-last (bytes a multiple of
-// 16, ptr 16-byte aligned). Fire and forget: nothing waits for it.
-__device__ __forceinline__ void prefetch_l2_evict_last(const char* ptr, int bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(ptr), "r"(bytes),
-               "l"(uint64_t(cute::TMA::CacheHintSm90::EVICT_LAST))
-               : "memory");
-}
-
 template <class Cfg>
 __device__ __forceinline__ void prefetch_descriptors(ChainParams<Cfg> const& p) {
   for (int s = 0; s < 2; ++s) {
@@ -513,7 +495,6 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     const TileJob job = resolve(p, pos);
     if constexpr (Cfg::kStreamK) unit += job.kb1 - job.kb0;
     const GemmStage<Cfg>& g = p.stage[job.stage];
-    const auto b_hint = static_cast<cute::TMA::CacheHintSm90>(g.b_cache_hint);
     // Clusters: an empty peer tile (past the last row tile) loads the
     // leader's A rows, unsynchronized: its results are never stored.
     const bool active = Cfg::kClusterM == 1 || job.row0 < job.row1;
@@ -604,25 +585,12 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
         // Each full barrier expects the whole B tile: its own half and the
         // peer's, both multicast.
         constexpr uint16_t kBoth = (1u << Cfg::kClusterM) - 1;
-        copy(g.tma_gate.with(*bar, kBoth, b_hint), tMgM(_, Cfg::kClusterSplitK ? 2 * kb + rank : kb),
-             tMsM(_, stage));
+        copy(g.tma_gate.with(*bar, kBoth), tMgM(_, Cfg::kClusterSplitK ? 2 * kb + rank : kb), tMsM(_, stage));
       } else if (gated) {
         copy(g.tma_gate.with(*bar), tGgG(_, kb), tGsG(_, stage));
         copy(g.tma_up.with(*bar), tUgU(_, kb), tUsU(_, stage));
       } else {
-        copy(g.tma_b.with(*bar, 0, b_hint), tBgB(_, kb), tBsB(_, stage));
-      }
-    };
-    // Stage-0 tiles: this k-block's slice of the consumer's weights into L2.
-    [[maybe_unused]] const bool prefetches = !Cfg::kStreamK && job.stage == 0 && p.l2_prefetch != nullptr;
-    auto prefetch_consumer = [&](int kb) {
-      if constexpr (!Cfg::kStreamK) {
-        const long long issue = (static_cast<long long>(pos) * kb_end + kb) * Cfg::kClusterM + rank;
-        const long long off = issue * p.l2_prefetch_chunk;
-        if (off < p.l2_prefetch_bytes)
-          prefetch_l2_evict_last(p.l2_prefetch + off,
-                                 static_cast<int>(min(static_cast<long long>(p.l2_prefetch_chunk),
-                                                      p.l2_prefetch_bytes - off)));
+        copy(g.tma_b.with(*bar), tBgB(_, kb), tBsB(_, stage));
       }
     };
     int kb = kb_begin;
@@ -660,7 +628,6 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       }
 #endif
       load_b(kb, stage, bar);
-      if (prefetches) prefetch_consumer(kb);
       if (waits && (kb == 0 || !p.policy.waits_once_per_tile())) {
         const int k0 = kb * Cfg::kTileK;
         const int k1 = p.policy.waits_once_per_tile() ? g.k : min(g.k, k0 + Cfg::kTileK);

@@ -20,12 +20,6 @@ enum Optimization : int {
   // dependent of the producer, so its prologue and first B loads overlap the
   // producer's tail; it reads A only once the producer has completed.
   kOverlapLaunches = 1 << 4,
-  // Hopper kernel: the producer GEMM's loader prefetches the consumer's
-  // weights into L2 (marked evict-last), a slice with each of its k-blocks,
-  // up to half of L2; the consumer then reads them with an evict-first hint.
-  // They depend on nothing, so only the producer knows in time that they are
-  // next.
-  kPrefetchConsumerWeights = 1 << 5,
 };
 
 inline constexpr bool has(int flags, Optimization o) { return (flags & o) != 0; }
