@@ -324,3 +324,28 @@ def test_mlp_bench_chains_weight_sets(tmp_path):
     # The chain over sets applies each set's weights in order.
     step = mlp_bench.over_weight_sets(lambda v, a, b, c, d: v * a + b + c + d, 2)
     assert step(1.0, 2.0, 0.0, 0.0, 0.0, 3.0, 1.0, 0.0, 0.0) == (1.0 * 2.0) * 3.0 + 1.0
+
+
+def test_ncu_table_reads_ncu_csv_with_its_units(tmp_path):
+    # bench/ncu_table.py: one line per launch ID of `ncu --metrics ... --csv`, ncu's
+    # per-value units scaled to us, kcycles, MHz and MB, the tensor share a quarter
+    # of the hmma cycles over the elapsed ones.
+    head = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+            '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+    ours = "void cusync_sm90::chain_kernel_sm90<cusync_sm90::ChainConfig<cutlass::half_t, 128, true, 1> >(T1)"
+
+    def row(i, kernel, grid, metric, unit, value):
+        return f'"{i}","1","python3","h","{kernel}","1","7","(384, 1, 1)","{grid}","0","9.0","m","{metric}","{unit}","{value}"'
+    lines = ["==PROF== Connected to process", head,
+             row(0, ours, "(132, 1, 1)", "gpu__time_duration.sum", "usecond", "217.50"),
+             row(0, ours, "(132, 1, 1)", "sm__cycles_elapsed.max", "cycle", "300,000"),
+             row(0, ours, "(132, 1, 1)", "sm__pipe_tensor_op_hmma_cycles_active.avg", "cycle", "960,000"),
+             row(0, ours, "(132, 1, 1)", "sm__cycles_elapsed.avg.per_second", "cycle/nsecond", "1.41"),
+             row(0, ours, "(132, 1, 1)", "dram__bytes_read.sum", "Gbyte", "1.25"),
+             row(1, "nvjet_sm90_hsh_192x128", "(128, 1, 1)", "gpu__time_duration.sum", "msecond", "0.19")]
+    (tmp_path / "ncu.csv").write_text("\n".join(lines) + "\n")
+    out = run_bench("ncu_table.py", str(tmp_path / "ncu.csv"))
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert [r[0] for r in rows] == ["0", "1"]
+    assert rows[0][-5:] == ["217.5", "300.0", "1410", "80.0", "1250.0"]  # us, kcyc, MHz, tensor %, DRAM MB
+    assert rows[1][1].startswith("nvjet") and rows[1][-1] == "190.0"
