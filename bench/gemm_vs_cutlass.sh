@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds a harness, bench/$HARNESS.cu (default gemm_vs_cutlass; or
-# conv_vs_cutlass, conv_pair_sync), into build/probe/$HARNESS (sm_90a, static CUDA runtime:
+# conv_vs_cutlass, conv_pair_sync, mlp_pair_trace), into build/probe/$HARNESS (sm_90a, static CUDA runtime:
 # the binary runs on any H100/H200 machine as it is).
 #   [HARNESS=conv_vs_cutlass] [PROBE_SUFFIX=_x] bench/gemm_vs_cutlass.sh [extra nvcc flags, e.g. -DCUSYNC_SM90_PHASE_TIMES]
 set -euo pipefail

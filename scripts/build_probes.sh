@@ -24,6 +24,8 @@ gemm_vs_cutlass _phases -DCUSYNC_SM90_PHASE_TIMES
 halo_conv_probe _
 halo_pair_probe _
 halo_pair_probe _stamps -DCUSYNC_HALO_STAMPS
+mlp_pair_trace _
+mlp_pair_trace _trace -DCUSYNC_SM90_TILE_TRACE
 EOF
 build_one() {
   local harness=$1 suffix=$2; shift 2

@@ -280,6 +280,42 @@ __device__ __forceinline__ long long global_timer() {
 #endif
 #define CUSYNC_PHASE(slot, cond) CUSYNC_PHASE_AT(slot, cond, clock64())
 
+// Per-tile stamps of a whole launch, for bench/mlp_pair_trace.cu (built with
+// -DCUSYNC_SM90_TILE_TRACE; the package compiles none of it): where the
+// phase stamps above see each CTA's first tile, these see every tile, so a
+// fused launch's cycles can be laid beside its two serial launches' tile by
+// tile. Indexed by stage and the tile's position within its stage; slots:
+// 0 the SM + 1, 1 the loader's claim (clock64), 2 its first A issue (after
+// any wait), 3 its last A issue, 4 the MMA warpgroup's mainloop start (after
+// the pingpong order barrier), 5 the first data landed, 6 the mainloop's end,
+// 7 the epilogue's end (with its post), 8 and 9 the global timer (ns) at the
+// claim and at the epilogue's end, 10 the MMA's cycles waiting for data after
+// the first k-block, 11 the MMA warpgroup.
+#ifdef CUSYNC_SM90_TILE_TRACE
+constexpr int kTraceSlots = 12, kTraceStageTiles = 1 << 14;
+__device__ long long* g_tile_trace;  // [2][kTraceStageTiles][kTraceSlots], or null
+__device__ __forceinline__ long long trace_timer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return (long long)t;
+}
+__device__ __forceinline__ long long trace_smid() {
+  unsigned s;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+  return (long long)s;
+}
+// local: the tile's position within its stage.
+#define CUSYNC_TRACE(stage, local, slot, value)                                                   \
+  do {                                                                                            \
+    if (g_tile_trace != nullptr && (local) < kTraceStageTiles)                                    \
+      g_tile_trace[((stage) * kTraceStageTiles + (local)) * kTraceSlots + (slot)] = (value);      \
+  } while (0)
+#else
+#define CUSYNC_TRACE(stage, local, slot, value) \
+  do {                                          \
+  } while (0)
+#endif
+
 // Probe builds for the harnesses (-DCUSYNC_SM90_PROBE_SIDES; the package
 // compiles none of it): ChainParams::probe_side leaves one side of the
 // pipeline out, so a harness times the sides beside the whole GEMM in one
@@ -494,6 +530,10 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
 
     const TileJob job = resolve(p, pos);
     if constexpr (Cfg::kStreamK) unit += job.kb1 - job.kb0;
+    [[maybe_unused]] const int trace_local = job.stage == 0 ? pos : pos - p.tiles0;
+    CUSYNC_TRACE(job.stage, trace_local, 0, trace_smid() + 1);
+    CUSYNC_TRACE(job.stage, trace_local, 1, clock64());
+    CUSYNC_TRACE(job.stage, trace_local, 8, trace_timer());
     const GemmStage<Cfg>& g = p.stage[job.stage];
     // Clusters: an empty peer tile (past the last row tile) loads the
     // leader's A rows, unsynchronized: its results are never stored.
@@ -606,6 +646,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
       asm volatile("griddepcontrol.wait;" ::: "memory");
       fence_async_proxy_global();  // its stores, before our TMA reads
       prior_grid_done = true;
+      CUSYNC_TRACE(job.stage, trace_local, 2, clock64());
       for (int i = 0; i < ahead; ++i, ++write) {
         if constexpr (Cfg::kConvA)
           load_conv_a<Cfg>(g.conv, next_conv_a(), smem.a.data() + write.index() * (Cfg::kTileM * Cfg::kTileK),
@@ -649,6 +690,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
           wait_for_producer(p, job, k0, k1, ready);
         }
       }
+      if (kb == kb_begin) CUSYNC_TRACE(job.stage, trace_local, 2, clock64());
       // A: through im2col for a convolution, else the tiled view.
       if constexpr (Cfg::kConvA)
         load_conv_a<Cfg>(g.conv, next_conv_a(), smem.a.data() + stage * (Cfg::kTileM * Cfg::kTileK), bar);
@@ -660,6 +702,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     }
     CUSYNC_PHASE(3, tile_write.count() == 1);
     CUSYNC_PHASE_AT(16, tile_write.count() == 1, waited_free);
+    CUSYNC_TRACE(job.stage, trace_local, 3, clock64());
   }
   // Every load of this CTA is issued: a kernel launched behind this one with
   // ChainParams::wait_prior_grid may start once every CTA is here (on SMs
@@ -1190,6 +1233,12 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
         Cfg::kStreamK ? job.kb1 - job.kb0 : (p.stage[job.stage].k + Cfg::kTileK - 1) / Cfg::kTileK;
 
     if constexpr (kPingpong) math_order.wait();
+    [[maybe_unused]] const int trace_local = job.stage == 0 ? pos : pos - p.tiles0;
+    [[maybe_unused]] long long trace_waited = 0;
+    if (tile_thread == 0) {
+      CUSYNC_TRACE(job.stage, trace_local, 4, clock64());
+      CUSYNC_TRACE(job.stage, trace_local, 11, group);
+    }
     auto release = read;
     tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
     warpgroup_fence_operand(accum);
@@ -1207,7 +1256,16 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     }
 #endif
     for (int kb = 0; kb < mma_blocks; ++kb) {
+#ifdef CUSYNC_SM90_TILE_TRACE
+      const long long trace_t0 = clock64();
+#endif
       CUSYNC_PHASE_WAITED(waited_data, first_tile && kb > 0, pipeline.consumer_wait(read));
+#ifdef CUSYNC_SM90_TILE_TRACE
+      if (tile_thread == 0) {
+        if (kb == 0) CUSYNC_TRACE(job.stage, trace_local, 5, clock64());
+        else trace_waited += clock64() - trace_t0;
+      }
+#endif
       CUSYNC_PHASE(4, first_tile && kb == 0);
       // Warp-uniform by construction; the broadcast lets the compiler know.
       const int stage = __shfl_sync(~0u, read.index(), 0);
@@ -1237,6 +1295,10 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
     if (mma_blocks == 0) clear(accum);
     CUSYNC_PHASE(5, first_tile);
     CUSYNC_PHASE_AT(17, first_tile, waited_data);
+    if (tile_thread == 0) {
+      CUSYNC_TRACE(job.stage, trace_local, 6, clock64());
+      CUSYNC_TRACE(job.stage, trace_local, 10, trace_waited);
+    }
 
     // Stream-K: a tile cut between CTAs is stored by its last segment only;
     // a padded line's tile (clusters) neither counts nor stores.
@@ -1265,6 +1327,10 @@ __device__ __forceinline__ void mma_loop(ChainParams<Cfg> const& p, typename Cfg
         if (p.release_store) cusync::semaphore_post_store(sem, 1);
         else cusync::semaphore_post_add(sem);
       }
+    }
+    if (tile_thread == 0) {
+      CUSYNC_TRACE(job.stage, trace_local, 7, clock64());
+      CUSYNC_TRACE(job.stage, trace_local, 9, trace_timer());
     }
   }
   // Before the CTA exits, its last boxes must have been read out of shared
