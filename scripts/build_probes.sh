@@ -26,6 +26,8 @@ halo_pair_probe _
 halo_pair_probe _stamps -DCUSYNC_HALO_STAMPS
 mlp_pair_trace _
 mlp_pair_trace _trace -DCUSYNC_SM90_TILE_TRACE
+mlp_pair_trace _stride67 -DCUSYNC_SM90_UNIT_STRIDE=67
+mlp_pair_trace _stride67_trace -DCUSYNC_SM90_UNIT_STRIDE=67 -DCUSYNC_SM90_TILE_TRACE
 EOF
 build_one() {
   local harness=$1 suffix=$2; shift 2

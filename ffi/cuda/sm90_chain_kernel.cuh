@@ -458,6 +458,13 @@ __device__ __forceinline__ void prefetch_descriptors(ChainParams<Cfg> const& p) 
 // zeroed before the launch (a ~1 us memset beside a ~20 us GEMM).
 template <class Cfg>
 __device__ __forceinline__ int next_position(ChainParams<Cfg> const& p, int unit, int units, int taken) {
+#ifdef CUSYNC_SM90_UNIT_STRIDE
+  // Probe build (the package compiles none of it): the static schedule with
+  // units permuted, unit u stepping through unit (u * STRIDE) % units's
+  // positions (a permutation when STRIDE and units are coprime), so that
+  // tiles next to each other in the order land on SMs far apart.
+  unit = int((long long)unit * CUSYNC_SM90_UNIT_STRIDE % units);
+#endif
   return p.counter != nullptr ? atomicAdd(p.counter, 1) : unit + taken * units;
 }
 
