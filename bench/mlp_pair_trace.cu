@@ -71,13 +71,16 @@ struct PairLaunch {
     int semaphores = 0;
     for (auto kind : {cusync::PolicyKind::kTileSync, cusync::PolicyKind::kRowSync})
       semaphores = std::max(semaphores, cusync::Policy{kind, 0}.semaphore_count(producer));
+    const int P = cusync_sm90::schedule_positions<Cfg>(producer), C = cusync_sm90::schedule_positions<Cfg>(consumer);
     stride = kCounterWords + semaphores;
+#ifdef CUSYNC_SM90_STEAL_SCHEDULE
+    stride += P;  // the producer positions' flags, after the semaphores
+#endif
     CHECK(cudaMalloc(&words, sizeof(int) * stride * kBatch));
     const auto g1 = cusync_sm90::make_gemm_stage<Cfg>(in.x, s.t, s.h, s.h, in.w1, s.f, h, s.f, nullptr, producer,
                                                       cusync::Activation::kGeluTanh);
     const auto g2 = cusync_sm90::make_gemm_stage<Cfg>(h, s.t, s.f, s.f, in.w2, s.h, y, s.h, nullptr, consumer,
                                                       cusync::Activation::kIdentity);
-    const int P = cusync_sm90::schedule_positions<Cfg>(producer), C = cusync_sm90::schedule_positions<Cfg>(consumer);
     for (int i = 0; i < kBatch; ++i) {
       int* w = words + i * stride;
       cusync_sm90::ChainParams<Cfg> p{};
@@ -100,6 +103,11 @@ struct PairLaunch {
         p.begin = 0;
         p.end = P + C;
         p.counter = row.counter ? w + cusync::kFusedCounter : nullptr;
+#ifdef CUSYNC_SM90_STEAL_SCHEDULE
+        // The cursor is the counter's next word: free in this harness's layout.
+        static_assert(cusync::kFusedCounter + 1 < kCounterWords);
+        p.steal_flags = row.counter ? w + kCounterWords + semaphores : nullptr;
+#endif
         p.consumer_waits = p.producer_posts = row.synced;
         launches[i] = {p};
       }

@@ -28,6 +28,8 @@ mlp_pair_trace _
 mlp_pair_trace _trace -DCUSYNC_SM90_TILE_TRACE
 mlp_pair_trace _stride67 -DCUSYNC_SM90_UNIT_STRIDE=67
 mlp_pair_trace _stride67_trace -DCUSYNC_SM90_UNIT_STRIDE=67 -DCUSYNC_SM90_TILE_TRACE
+mlp_pair_trace _steal -DCUSYNC_SM90_STEAL_SCHEDULE
+mlp_pair_trace _steal_trace -DCUSYNC_SM90_STEAL_SCHEDULE -DCUSYNC_SM90_TILE_TRACE
 EOF
 build_one() {
   local harness=$1 suffix=$2; shift 2

@@ -95,6 +95,9 @@ struct ChainParams {
   // schedule (a launch without waits), the CTA's i-th position is its index
   // (its cluster's, in clusters) plus i grids, and nothing need be zeroed.
   int* counter;
+#ifdef CUSYNC_SM90_STEAL_SCHEDULE
+  int* steal_flags;    // probe: one word a producer position, zeroed; set by the CTA that owns it
+#endif
   int* started;        // streams mode: set once a CTA runs (the wait kernel spins on it), else null
   int* semaphores;     // producer semaphores (policy.semaphore_count words)
   cusync::Policy policy;
@@ -468,6 +471,29 @@ __device__ __forceinline__ int next_position(ChainParams<Cfg> const& p, int unit
   return p.counter != nullptr ? atomicAdd(p.counter, 1) : unit + taken * units;
 }
 
+#ifdef CUSYNC_SM90_STEAL_SCHEDULE
+// Probe build (the package compiles none of it): producer positions by the
+// static schedule (unit u owns u, u + units, ...), each taken by setting its
+// flag; a unit out of its own steals untaken ones through a shared cursor
+// (counter[1]) before it takes consumer positions from the counter. A
+// consumer is claimed only once the cursor has passed every producer
+// position, so each is owned by a running CTA: no deadlock, and the static
+// placement whenever every CTA is resident.
+__device__ __forceinline__ int steal_position(int* counter, int* flags, int tiles0, int units, int& own) {
+  while (own < tiles0) {
+    const int pos = own;
+    own += units;
+    if (atomicExch(&flags[pos], 1) == 0) return pos;
+  }
+  for (;;) {
+    const int pos = atomicAdd(counter + 1, 1);
+    if (pos >= tiles0) break;
+    if (atomicExch(&flags[pos], 1) == 0) return pos;
+  }
+  return tiles0 + atomicAdd(counter, 1);
+}
+#endif
+
 // The loader: one thread takes schedule positions, publishes each to the MMA
 // warpgroups, and streams the tile's k-blocks into the pipeline.
 template <class Cfg>
@@ -503,12 +529,20 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   [[maybe_unused]] const int unit_end = stream_k ? p.stream_k.cta_end(blockIdx.x) : 0;
   [[maybe_unused]] long long waited_free = 0;  // phase stamps: first tile's cycles in producer_acquire
   CUSYNC_PHASE(20, true);
+#ifdef CUSYNC_SM90_STEAL_SCHEDULE
+  int steal_own = int(blockIdx.x);
+#endif
 
   for (;;) {
     int pos;
     if (Cfg::kStreamK && stream_k) {
       pos = unit < unit_end ? unit : kStreamKDone;
     } else if constexpr (Cfg::kClusterM == 1) {
+#ifdef CUSYNC_SM90_STEAL_SCHEDULE
+      if (p.counter != nullptr && p.steal_flags != nullptr)
+        pos = p.begin + steal_position(p.counter, p.steal_flags, p.tiles0, int(gridDim.x), steal_own);
+      else
+#endif
       pos = p.begin + next_position(p, int(blockIdx.x), int(gridDim.x), int(tile_write.count()));
     } else if (rank == 0) {
       // Take the slot first: a position is claimed only when it can be sent.
