@@ -15,8 +15,10 @@
 //                                     per stage (what a tile's cycles go to, the
 //                                     SM clock it ran at) and as a timeline of
 //                                     what the SMs do (20 us bins)
-// Built by `HARNESS=mlp_pair_trace bench/gemm_vs_cutlass.sh [-DCUSYNC_SM90_TILE_TRACE] [-DCUSYNC_SM90_UNIT_STRIDE=67]`
-// (the stride permutes which CTA takes which static positions: see next_position).
+// Built by `HARNESS=mlp_pair_trace bench/gemm_vs_cutlass.sh [-DCUSYNC_SM90_TILE_TRACE]
+// [-DCUSYNC_SM90_UNIT_STRIDE=67 | -DCUSYNC_SM90_STEAL_SCHEDULE]` (scripts/build_probes.sh builds each):
+// the stride permutes which CTA takes which static positions (next_position); the steal schedule
+// replaces the counter rows' positions (steal_position).
 #include "harness.cuh"
 
 using namespace cute;
