@@ -76,7 +76,7 @@ struct PairLaunch {
     const int P = cusync_sm90::schedule_positions<Cfg>(producer), C = cusync_sm90::schedule_positions<Cfg>(consumer);
     stride = kCounterWords + semaphores;
 #ifdef CUSYNC_SM90_STEAL_SCHEDULE
-    stride += P;  // the producer positions' flags, after the semaphores
+    stride += CUSYNC_SM90_STEAL_SCHEDULE == 2 ? P + C : P;  // the positions' flags, after the semaphores
 #endif
     CHECK(cudaMalloc(&words, sizeof(int) * stride * kBatch));
     const auto g1 = cusync_sm90::make_gemm_stage<Cfg>(in.x, s.t, s.h, s.h, in.w1, s.f, h, s.f, nullptr, producer,
@@ -106,8 +106,8 @@ struct PairLaunch {
         p.end = P + C;
         p.counter = row.counter ? w + cusync::kFusedCounter : nullptr;
 #ifdef CUSYNC_SM90_STEAL_SCHEDULE
-        // The cursor is the counter's next word: free in this harness's layout.
-        static_assert(cusync::kFusedCounter + 1 < kCounterWords);
+        // The cursors are the counter's next words: free in this harness's layout.
+        static_assert(cusync::kFusedCounter + 2 < kCounterWords);
         p.steal_flags = row.counter ? w + kCounterWords + semaphores : nullptr;
 #endif
         p.consumer_waits = p.producer_posts = row.synced;
@@ -244,12 +244,17 @@ int main(int argc, char** argv) {
   fill<<<1024, 256>>>(in.w2, size_t(s.f) * s.h, 53);
   CHECK(cudaGetLastError());
 
+  // CUSYNC_PROBE_GRID=N: launch N CTAs (more than are resident at once tests
+  // that a schedule cannot deadlock), except the static synced row, which can.
+  const char* grid_env = std::getenv("CUSYNC_PROBE_GRID");
+  const int grid = grid_env != nullptr ? std::atoi(grid_env) : sms;
   static PairLaunch<Pingpong> pp[kRowCount];
   static PairLaunch<Cooperative> coop[kRowCount];
   std::vector<Element*> ys;
   std::vector<Timed> variants;
   const size_t out_elems = size_t(s.t) * s.h;
   for (int v = 0; v < kRowCount; ++v) {
+    const int ctas = kRows[v].synced && !kRows[v].counter ? sms : grid;
     Element *h, *y;
     CHECK(cudaMalloc(&h, size_t(s.t) * s.f * sizeof(Element)));
     CHECK(cudaMalloc(&y, out_elems * sizeof(Element)));
@@ -257,10 +262,10 @@ int main(int argc, char** argv) {
     ys.push_back(y);
     if (kRows[v].cooperative) {
       coop[v].setup(s, kRows[v], in, h, y);
-      variants.push_back(make_timed(coop[v], kRows[v].name.c_str(), sms));
+      variants.push_back(make_timed(coop[v], kRows[v].name.c_str(), ctas));
     } else {
       pp[v].setup(s, kRows[v], in, h, y);
-      variants.push_back(make_timed(pp[v], kRows[v].name.c_str(), sms));
+      variants.push_back(make_timed(pp[v], kRows[v].name.c_str(), ctas));
     }
   }
   const std::vector<float> diff = run_once_and_compare(variants, ys, out_elems, stream);

@@ -472,6 +472,39 @@ __device__ __forceinline__ int next_position(ChainParams<Cfg> const& p, int unit
 }
 
 #ifdef CUSYNC_SM90_STEAL_SCHEDULE
+#if CUSYNC_SM90_STEAL_SCHEDULE == 2
+// Probe build (the package compiles none of it): both stages by the static
+// schedule (unit u owns lo + u, lo + u + units, ... of each stage's range),
+// each position taken by setting its flag. A unit out of its own positions
+// steals untaken ones through the range's cursor, walking down from the end
+// (where owners arrive last, so the walk seldom passes taken ones). Every
+// unit walks the producer cursor out before its first consumer position, so
+// a consumer waits only on producer tiles held by running CTAs: no deadlock,
+// and the static placement whenever every CTA is resident.
+__device__ __forceinline__ int claim_in_range(int* flags, int* cursor, int lo, int hi, int units, int& own) {
+  while (own < hi) {
+    const int pos = own;
+    own += units;
+    if (atomicExch(&flags[pos], 1) == 0) return pos;
+    own = hi;  // stolen: the cursor has walked every later position too
+  }
+  for (;;) {
+    const int pos = hi - 1 - atomicAdd(cursor, 1);
+    if (pos < lo) return -1;
+    if (atomicExch(&flags[pos], 1) == 0) return pos;
+  }
+}
+__device__ __forceinline__ int steal_position(int* counter, int* flags, int tiles0, int end, int units,
+                                              int& own0, int& own1) {
+  if (own0 >= 0) {
+    const int pos = claim_in_range(flags, counter + 1, 0, tiles0, units, own0);
+    if (pos >= 0) return pos;
+    own0 = -1;  // the producer cursor has walked out: every producer position is held
+  }
+  const int pos = claim_in_range(flags, counter + 2, tiles0, end, units, own1);
+  return pos >= 0 ? pos : end;
+}
+#else
 // Probe build (the package compiles none of it): producer positions by the
 // static schedule (unit u owns u, u + units, ...), each taken by setting its
 // flag; a unit out of its own steals untaken ones through a shared cursor
@@ -492,6 +525,7 @@ __device__ __forceinline__ int steal_position(int* counter, int* flags, int tile
   }
   return tiles0 + atomicAdd(counter, 1);
 }
+#endif
 #endif
 
 // The loader: one thread takes schedule positions, publishes each to the MMA
@@ -531,6 +565,7 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   CUSYNC_PHASE(20, true);
 #ifdef CUSYNC_SM90_STEAL_SCHEDULE
   int steal_own = int(blockIdx.x);
+  [[maybe_unused]] int steal_own1 = p.tiles0 + int(blockIdx.x);
 #endif
 
   for (;;) {
@@ -540,7 +575,12 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
     } else if constexpr (Cfg::kClusterM == 1) {
 #ifdef CUSYNC_SM90_STEAL_SCHEDULE
       if (p.counter != nullptr && p.steal_flags != nullptr)
+#if CUSYNC_SM90_STEAL_SCHEDULE == 2
+        pos = p.begin + steal_position(p.counter, p.steal_flags, p.tiles0, p.end - p.begin, int(gridDim.x),
+                                       steal_own, steal_own1);
+#else
         pos = p.begin + steal_position(p.counter, p.steal_flags, p.tiles0, int(gridDim.x), steal_own);
+#endif
       else
 #endif
       pos = p.begin + next_position(p, int(blockIdx.x), int(gridDim.x), int(tile_write.count()));
