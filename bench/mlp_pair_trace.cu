@@ -1,7 +1,7 @@
 // The MLP's two GEMMs (x @ w1 -> gelu -> @ w2) on the Hopper chain kernel
 // outside JAX and XLA, as the package launches them: serial (two launches,
 // static schedules, the consumer a programmatic dependent of the producer)
-// and fused (one launch, the atomic counter, consumer tiles waiting on the
+// and fused (one launch, the placed schedule, consumer tiles waiting on the
 // producer's posts), each in the pingpong and the cooperative MMA form, on
 // 128x128 tiles in the grouped order (bands of 8 tile rows). Every variant's
 // y is checked against the first's.
@@ -16,9 +16,10 @@
 //                                     SM clock it ran at) and as a timeline of
 //                                     what the SMs do (20 us bins)
 // Built by `HARNESS=mlp_pair_trace bench/gemm_vs_cutlass.sh [-DCUSYNC_SM90_TILE_TRACE]
-// [-DCUSYNC_SM90_UNIT_STRIDE=67 | -DCUSYNC_SM90_STEAL_SCHEDULE]` (scripts/build_probes.sh builds each):
-// the stride permutes which CTA takes which static positions (next_position); the steal schedule
-// replaces the counter rows' positions (steal_position).
+// [-DCUSYNC_SM90_UNIT_STRIDE=67]` (scripts/build_probes.sh builds each): the stride
+// permutes which CTA takes which static positions (next_position).
+// CUSYNC_PROBE_GRID=N launches N CTAs (more than are resident at once tests
+// that a schedule cannot deadlock), but for the static synced row, which can.
 #include "harness.cuh"
 
 using namespace cute;
@@ -26,7 +27,7 @@ using namespace cute;
 using Pingpong = cusync_sm90::ChainConfig<Element, 128, false>;
 using Cooperative = cusync_sm90::ChainConfig<Element, 128, false, 1, false, 2, false>;
 constexpr int kBatch = 20;
-constexpr int kCounterWords = 8;  // the fused counter first; the producer's semaphores after
+constexpr int kCounterWords = cusync::kSyncHeaderWords;  // the header (cusync/sync_layout.h) first; the semaphores after
 
 struct Shape3 {
   int t, h, f;  // tokens, hidden, ffn: x [t, h], w1 [h, f], w2 [f, h]
@@ -40,22 +41,24 @@ struct Row {
   std::string name;
   int policy;       // < 0: serial
   bool cooperative;
-  bool counter = true;  // fused: positions from the counter (else the static schedule)
+  enum Schedule { kPlaced, kCounter, kStatic } schedule = kPlaced;  // fused: where positions come from
   bool synced = true;   // fused: the consumer waits and the producer posts (else neither: a probe)
 };
-// The probes: the static schedule is deadlock-free here only because every
-// CTA is resident and takes its producer positions before its consumer ones;
-// the unsynced launch races (its y is not checked): what one launch of both
-// GEMMs costs without any synchronization.
+// The probes: the atomic counter (the fused schedule before the placed one);
+// the static schedule, deadlock-free here only because every CTA is resident
+// and takes its producer positions before its consumer ones; the unsynced
+// launch races (its y is not checked): what one launch of both GEMMs costs
+// without any synchronization.
 const Row kRows[] = {
     {"serial-pingpong", -1, false},
     {"fused-RowSync-pingpong", int(cusync::PolicyKind::kRowSync), false},
     {"fused-TileSync-pingpong", int(cusync::PolicyKind::kTileSync), false},
     {"serial-cooperative", -1, true},
     {"fused-RowSync-cooperative", int(cusync::PolicyKind::kRowSync), true},
-    {"fused-RowSync-static-pp", int(cusync::PolicyKind::kRowSync), false, false},
-    {"fused-unsynced-pp", int(cusync::PolicyKind::kRowSync), false, true, false},
-    {"fused-unsynced-static-pp", int(cusync::PolicyKind::kRowSync), false, false, false},
+    {"fused-RowSync-counter-pp", int(cusync::PolicyKind::kRowSync), false, Row::kCounter},
+    {"fused-RowSync-static-pp", int(cusync::PolicyKind::kRowSync), false, Row::kStatic},
+    {"fused-unsynced-pp", int(cusync::PolicyKind::kRowSync), false, Row::kPlaced, false},
+    {"fused-unsynced-static-pp", int(cusync::PolicyKind::kRowSync), false, Row::kStatic, false},
 };
 // One variant: a fused launch or a serial pair, kBatch times over, each with
 // its own zeroed counter and semaphores.
@@ -75,9 +78,7 @@ struct PairLaunch {
       semaphores = std::max(semaphores, cusync::Policy{kind, 0}.semaphore_count(producer));
     const int P = cusync_sm90::schedule_positions<Cfg>(producer), C = cusync_sm90::schedule_positions<Cfg>(consumer);
     stride = kCounterWords + semaphores;
-#ifdef CUSYNC_SM90_STEAL_SCHEDULE
-    stride += CUSYNC_SM90_STEAL_SCHEDULE == 2 ? P + C : P;  // the positions' flags, after the semaphores
-#endif
+    stride += P + C;  // the placed schedule's flags, after the semaphores
     CHECK(cudaMalloc(&words, sizeof(int) * stride * kBatch));
     const auto g1 = cusync_sm90::make_gemm_stage<Cfg>(in.x, s.t, s.h, s.h, in.w1, s.f, h, s.f, nullptr, producer,
                                                       cusync::Activation::kGeluTanh);
@@ -104,12 +105,11 @@ struct PairLaunch {
         p.tiles0 = P;
         p.begin = 0;
         p.end = P + C;
-        p.counter = row.counter ? w + cusync::kFusedCounter : nullptr;
-#ifdef CUSYNC_SM90_STEAL_SCHEDULE
-        // The cursors are the counter's next words: free in this harness's layout.
-        static_assert(cusync::kFusedCounter + 2 < kCounterWords);
-        p.steal_flags = row.counter ? w + kCounterWords + semaphores : nullptr;
-#endif
+        if (row.schedule == Row::kCounter) p.counter = w + cusync::kFusedCounter;
+        if (row.schedule == Row::kPlaced) {
+          p.placed_flags = w + kCounterWords + semaphores;
+          p.placed_cursors = w + cusync::kPlacedCursors;
+        }
         p.consumer_waits = p.producer_posts = row.synced;
         launches[i] = {p};
       }
@@ -244,8 +244,6 @@ int main(int argc, char** argv) {
   fill<<<1024, 256>>>(in.w2, size_t(s.f) * s.h, 53);
   CHECK(cudaGetLastError());
 
-  // CUSYNC_PROBE_GRID=N: launch N CTAs (more than are resident at once tests
-  // that a schedule cannot deadlock), except the static synced row, which can.
   const char* grid_env = std::getenv("CUSYNC_PROBE_GRID");
   const int grid = grid_env != nullptr ? std::atoi(grid_env) : sms;
   static PairLaunch<Pingpong> pp[kRowCount];
@@ -254,7 +252,7 @@ int main(int argc, char** argv) {
   std::vector<Timed> variants;
   const size_t out_elems = size_t(s.t) * s.h;
   for (int v = 0; v < kRowCount; ++v) {
-    const int ctas = kRows[v].synced && !kRows[v].counter ? sms : grid;
+    const int ctas = kRows[v].synced && kRows[v].schedule == Row::kStatic ? sms : grid;
     Element *h, *y;
     CHECK(cudaMalloc(&h, size_t(s.t) * s.f * sizeof(Element)));
     CHECK(cudaMalloc(&y, out_elems * sizeof(Element)));

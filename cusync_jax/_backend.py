@@ -11,17 +11,19 @@ import functools
 import jax
 
 from . import _cusync_cpu
+from .policies import MODE_CODES
 
 SYNC_HEADER_WORDS = _cusync_cpu.SYNC_HEADER_WORDS
 
 
 def mlp_sync_words(tokens: int, hidden: int, ffn: int, out: int, slices: int, plan) -> int:
     """int32 words of a synced-MLP call's sync buffer, from the C++ layout the
-    handlers check it against (semaphores; with stream-K, counts and partial sums)."""
+    handlers check it against (semaphores; with stream-K, counts and partial sums;
+    in fused mode, the placed schedule's flags)."""
     t1, t2 = plan.tile1, plan.tile2
     return _cusync_cpu.mlp_sync_words(tokens, hidden, ffn, out, slices, [t1.m, t1.n, t1.k],
                                       [t2.m, t2.n, t2.k], plan.stream_k[0], plan.stream_k[1],
-                                      plan.stream_k_ctas)
+                                      plan.stream_k_ctas, MODE_CODES[plan.mode])
 
 for _name, _capsule in _cusync_cpu.registrations().items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")

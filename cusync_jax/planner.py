@@ -88,16 +88,19 @@ class CpuOptions:
     threads: worker threads, 0 for one per core. delay_us and seed: a random
     sleep in [0, delay_us) before each tile (testing: it shuffles the
     interleaving). wait_timeout_ms: a consumer wait longer than this fails the
-    call instead of hanging.
+    call instead of hanging. resident: in fused mode, at most this many
+    threads run at once, the rest starting as others finish (0: all; testing:
+    a grid larger than what is resident on the GPU).
     """
 
     threads: int = 0
     delay_us: int = 0
     seed: int = 0
     wait_timeout_ms: int = 60_000
+    resident: int = 0
 
     def __post_init__(self):
-        for name in ("threads", "delay_us", "seed", "wait_timeout_ms"):
+        for name in ("threads", "delay_us", "seed", "wait_timeout_ms", "resident"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < (1 if name == "wait_timeout_ms" else 0):
                 least = "a positive" if name == "wait_timeout_ms" else "a non-negative"
@@ -146,7 +149,7 @@ class MlpPlan:
             stream_k1=int(self.stream_k[0]), stream_k2=int(self.stream_k[1]), stream_k_ctas=self.stream_k_ctas,
             mma_schedule=MMA_SCHEDULES.index(self.mma_schedule),
             kernel=self.kernel, threads=self.cpu.threads, delay_us=self.cpu.delay_us,
-            seed=self.cpu.seed, wait_timeout_ms=self.cpu.wait_timeout_ms)
+            seed=self.cpu.seed, wait_timeout_ms=self.cpu.wait_timeout_ms, resident=self.cpu.resident)
 
 
 def grid(rows: int, cols: int, tile: TileShape, slices: int = 1) -> tuple:

@@ -16,6 +16,7 @@
 #include "cusync/dependency.h"
 #include "cusync/divisor.h"
 #include "cusync/halo_tiling.h"
+#include "cusync/placed_schedule.h"
 #include "cusync/policy.h"
 #include "cusync/satisfied_semaphores.h"
 #include "cusync/stage.h"
@@ -62,8 +63,9 @@ NB_MODULE(_cusync_cpu, m) {
   m.def(
       "mlp_sync_words",
       [](int tokens, int hidden, int ffn, int out, int slices, std::vector<int> tile1, std::vector<int> tile2,
-         bool stream_k1, bool stream_k2, int stream_k_ctas) {
+         bool stream_k1, bool stream_k2, int stream_k_ctas, int mode) {
         cusync_ffi::MlpSpec s;
+        s.mode = static_cast<cusync_ffi::Mode>(mode);
         s.tokens = tokens;
         s.hidden = hidden;
         s.ffn = ffn;
@@ -78,9 +80,35 @@ NB_MODULE(_cusync_cpu, m) {
         return static_cast<long long>(cusync_ffi::mlp_sync_layout(s).words);
       },
       nb::arg("tokens"), nb::arg("hidden"), nb::arg("ffn"), nb::arg("out"), nb::arg("slices"), nb::arg("tile1"),
-      nb::arg("tile2"), nb::arg("stream_k1"), nb::arg("stream_k2"), nb::arg("stream_k_ctas"),
+      nb::arg("tile2"), nb::arg("stream_k1"), nb::arg("stream_k2"), nb::arg("stream_k_ctas"), nb::arg("mode"),
       "int32 words of a synced-MLP call's sync buffer (cusync/sync_layout.h, common/mlp_spec.h): the "
-      "semaphores, and with stream-K the tile counts and fp32 partial sums.");
+      "semaphores, with stream-K the tile counts and fp32 partial sums, in fused mode (code 2) the "
+      "placed schedule's flags.");
+
+  m.def(
+      "placed_schedule_claims",
+      [](int tiles0, int positions, int units, std::vector<int> turns) {
+        if (tiles0 < 0 || positions < tiles0 || units < 1)
+          throw nb::value_error("placed_schedule_claims: expected 0 <= tiles0 <= positions and units >= 1");
+        std::vector<int> flags(positions, 0);
+        int cursors[2] = {0, 0};
+        const cusync::PlacedSchedule s{flags.data(), cursors, tiles0, positions, units};
+        std::vector<cusync::PlacedClaim> claims;
+        for (int u = 0; u < units; ++u) claims.push_back(cusync::placed_start(s, u));
+        std::vector<std::vector<int>> taken(units);
+        std::vector<bool> done(units, false);
+        for (int u : turns) {
+          if (u < 0 || u >= units) throw nb::value_error("placed_schedule_claims: a turn names no unit");
+          if (done[u]) continue;
+          const int pos = cusync::placed_next(s, claims[u]);
+          if (pos >= positions) done[u] = true;
+          else taken[u].push_back(pos);
+        }
+        return taken;
+      },
+      nb::arg("tiles0"), nb::arg("positions"), nb::arg("units"), nb::arg("turns"),
+      "Each unit's positions of the placed fused schedule (cusync/placed_schedule.h) when units claim "
+      "one position a turn in the order `turns` names them (a unit with none left skips its turn).");
 
   m.def("stream_k_ctas_per_row", &cusync::stream_k_ctas_per_row, nb::arg("rows"), nb::arg("cols"),
         nb::arg("k_blocks"), nb::arg("ctas"),

@@ -28,10 +28,6 @@ mlp_pair_trace _
 mlp_pair_trace _trace -DCUSYNC_SM90_TILE_TRACE
 mlp_pair_trace _stride67 -DCUSYNC_SM90_UNIT_STRIDE=67
 mlp_pair_trace _stride67_trace -DCUSYNC_SM90_UNIT_STRIDE=67 -DCUSYNC_SM90_TILE_TRACE
-mlp_pair_trace _steal -DCUSYNC_SM90_STEAL_SCHEDULE
-mlp_pair_trace _steal_trace -DCUSYNC_SM90_STEAL_SCHEDULE -DCUSYNC_SM90_TILE_TRACE
-mlp_pair_trace _steal2 -DCUSYNC_SM90_STEAL_SCHEDULE=2
-mlp_pair_trace _steal2_trace -DCUSYNC_SM90_STEAL_SCHEDULE=2 -DCUSYNC_SM90_TILE_TRACE
 EOF
 build_one() {
   local harness=$1 suffix=$2; shift 2

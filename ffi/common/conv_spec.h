@@ -56,6 +56,7 @@ struct ConvPairSpec {
   int delay_us = 0;
   int64_t seed = 0;
   int64_t wait_timeout_ms = 0;
+  int resident = 0;  // fused: threads running at once (0: all)
 
   int64_t pixels() const { return images * height * width; }
   int64_t producer_k() const { return int64_t{filter_r1} * filter_s1 * in_channels; }
@@ -139,6 +140,7 @@ inline xla::ffi::Error decode_conv_pair_spec(const xla::ffi::Dictionary& attrs,
   CUSYNC_GET("delay_us", &spec->delay_us)
   CUSYNC_GET("seed", &spec->seed)
   CUSYNC_GET("wait_timeout_ms", &spec->wait_timeout_ms)
+  CUSYNC_GET("resident", &spec->resident)
 #undef CUSYNC_GET
   // SwiGLU needs two column slices of h; a conv pair has one.
   if (act < 0 || act > 4) return Error::InvalidArgument("cusync_jax: unknown conv-pair activation code");

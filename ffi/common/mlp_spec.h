@@ -41,6 +41,7 @@ struct MlpSpec {
   int delay_us = 0;
   int64_t seed = 0;
   int64_t wait_timeout_ms = 0;
+  int resident = 0;  // fused: threads running at once (0: all)
 };
 
 // Decodes the attributes and the operand shapes; every inconsistency is an
@@ -86,6 +87,7 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
   CUSYNC_GET("delay_us", &spec->delay_us)
   CUSYNC_GET("seed", &spec->seed)
   CUSYNC_GET("wait_timeout_ms", &spec->wait_timeout_ms)
+  CUSYNC_GET("resident", &spec->resident)
 #undef CUSYNC_GET
   if (act < 0 || act > 5) return Error::InvalidArgument("cusync_jax: unknown activation code");
   if (policy < 0 || policy > 3) return Error::InvalidArgument("cusync_jax: unknown policy code");
@@ -128,7 +130,8 @@ inline xla::ffi::Error decode_mlp_spec(const xla::ffi::Dictionary& attrs, const 
 }
 
 // The sync buffer's layout for a decoded call: with stream-K, each tile of a
-// stage gets as many partial-sum slots as the most segments a tile has.
+// stage gets as many partial-sum slots as the most segments a tile has; in
+// fused mode, a flag per tile (the placed schedule).
 inline int mlp_k_blocks1(const MlpSpec& s) { return static_cast<int>((s.hidden + s.tile_k1 - 1) / s.tile_k1); }
 inline int mlp_k_blocks2(const MlpSpec& s) { return static_cast<int>((s.ffn + s.tile_k2 - 1) / s.tile_k2); }
 
@@ -151,7 +154,8 @@ inline cusync::SplitLayout mlp_sync_layout(const MlpSpec& s) {
   return cusync::split_layout(
       s.producer, s.consumer,
       segments(s.producer.grid_rows(), mlp_stream_k_cols1(s), s.stream_k1, mlp_k_blocks1(s)),
-      segments(s.consumer.grid_rows(), s.consumer.grid_cols(), s.stream_k2, mlp_k_blocks2(s)));
+      segments(s.consumer.grid_rows(), s.consumer.grid_cols(), s.stream_k2, mlp_k_blocks2(s)),
+      s.mode == Mode::kFused);  // the Hopper fused kernel's placed schedule
 }
 
 }  // namespace cusync_ffi

@@ -4,10 +4,12 @@
 //   serial  all producer tiles, a join, then all consumer tiles (StreamSync).
 //   streams a producer thread group and a consumer thread group at once, each
 //           taking tiles from its own stage counter (the two-stream mode).
-//   fused   every thread takes work from one counter that hands out all
-//           producer tiles before any consumer tile. A consumer tile is taken
-//           only after every producer tile has been taken by a thread that
-//           never waits, so it cannot deadlock for any thread count.
+//   fused   every thread is a unit of the placed schedule the Hopper fused
+//           kernel takes (cusync/placed_schedule.h): its own positions, then
+//           stolen ones; every producer tile is held by a thread that never
+//           waits before any consumer tile is taken, so it cannot deadlock for
+//           any thread count, nor with only some threads running at once
+//           (ExecOptions::resident, like CTAs beyond what fits the SMs).
 //
 // Consumer tiles wait through a Waiter, which spins on the semaphore with an
 // acquire load and turns a wait longer than the timeout into an error (a
@@ -15,13 +17,16 @@
 #pragma once
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cusync/placed_schedule.h"
 #include "cusync/semaphore.h"
 
 namespace cusync_cpu {
@@ -34,6 +39,7 @@ struct ExecOptions {
   int delay_us = 0;            // testing: random sleep before each tile, in [0, delay_us)
   uint64_t seed = 0;           // seed of those delays
   int64_t wait_timeout_ms = 0; // 0: 60 s
+  int resident = 0;            // fused: threads running at once, the others starting as they finish (0: all)
 };
 
 // Shared state of one call: the first failure stops every thread.
@@ -88,6 +94,7 @@ ExecOptions exec_options_of(const Spec& s) {
   o.delay_us = s.delay_us;
   o.seed = static_cast<uint64_t>(s.seed);
   o.wait_timeout_ms = s.wait_timeout_ms;
+  o.resident = s.resident;
   return o;
 }
 
@@ -116,7 +123,7 @@ void run_two_stages(const ExecOptions& o, CallState& state, int n1, int n2, P&& 
     for (auto& th : pool) th.join();
   };
 
-  std::atomic<int> next1{0}, next2{0}, next{0};
+  std::atomic<int> next1{0}, next2{0};
   auto producer_loop = [&] {
     for (int i; !state.failed() && (i = next1.fetch_add(1)) < n1;) {
       random_delay(o, 0, i);
@@ -147,19 +154,43 @@ void run_two_stages(const ExecOptions& o, CallState& state, int n1, int n2, P&& 
       break;
     }
     case ExecMode::kFused:
-    default:
-      run_pool(threads, [&] {
-        for (int i; !state.failed() && (i = next.fetch_add(1)) < n1 + n2;) {
-          if (i < n1) {
-            random_delay(o, 0, i);
-            producer(i);
-          } else {
-            random_delay(o, 1, i - n1);
-            if (!consumer(i - n1)) return;
+    default: {
+      std::vector<int> flags(static_cast<size_t>(n1) + n2, 0);
+      int cursors[2] = {0, 0};
+      const cusync::PlacedSchedule schedule{flags.data(), cursors, n1, n1 + n2, threads};
+      // Residency slots: a unit runs once it holds one, and holds it to the end.
+      const int resident = o.resident > 0 ? std::min(o.resident, threads) : threads;
+      std::mutex slots_mu;
+      std::condition_variable slots_cv;
+      int free_slots = resident;
+      std::vector<std::thread> pool;
+      pool.reserve(threads);
+      for (int unit = 0; unit < threads; ++unit)
+        pool.emplace_back([&, unit] {
+          {
+            std::unique_lock<std::mutex> lock(slots_mu);
+            slots_cv.wait(lock, [&] { return free_slots > 0; });
+            --free_slots;
           }
-        }
-      });
+          cusync::PlacedClaim claim = cusync::placed_start(schedule, unit);
+          for (int i; !state.failed() && (i = cusync::placed_next(schedule, claim)) < n1 + n2;) {
+            if (i < n1) {
+              random_delay(o, 0, i);
+              producer(i);
+            } else {
+              random_delay(o, 1, i - n1);
+              if (!consumer(i - n1)) break;
+            }
+          }
+          {
+            std::lock_guard<std::mutex> lock(slots_mu);
+            ++free_slots;
+          }
+          slots_cv.notify_one();
+        });
+      for (auto& th : pool) th.join();
       break;
+    }
   }
 }
 

@@ -163,7 +163,18 @@ Error launch_fused(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream, c
   p.consumer_waits = p.producer_posts = true;
   p.begin = 0;
   p.end = P + C;
-  p.counter = b.sync + cusync::kFusedCounter;
+  if constexpr (Cfg::kClusterM == 1) {
+    // The placed schedule: the static placement the serial kernels get (a
+    // counter's arrival order cost 3-9% on the H100, bench/NOTES_sm90.md, stop 50).
+    const cusync::SplitLayout layout = cusync_ffi::mlp_sync_layout(s);
+    if (layout.flags == 0 || P > s.producer.tile_count() || C > s.consumer.tile_count())
+      return Error::Internal("cusync_jax: the fused kernel's " + std::to_string(P + C) +
+                             " schedule positions do not fit the sync buffer's flags");
+    p.placed_flags = b.sync + layout.flags;
+    p.placed_cursors = b.sync + cusync::kPlacedCursors;
+  } else {
+    p.counter = b.sync + cusync::kFusedCounter;
+  }
   return launch(p, device, stream, "launching the Hopper fused kernel");
 }
 

@@ -2,13 +2,16 @@
 // that runs the tiles of one or two chained GEMMs (the MLP's producer and
 // consumer) from one schedule.
 //
-// Schedule. Every CTA takes positions from a global atomic counter. Position
-// p < tiles0 is producer tile p (stage 0); the rest are consumer tiles
-// (stage 1). All producer tiles are handed out before any consumer tile, and a
+// Schedule. Position p < tiles0 is producer tile p (stage 0); the rest are
+// consumer tiles (stage 1). A launch covers positions [begin, end): the fused
+// mode runs [0, tiles0 + tiles1) at once, the serial mode two launches. A
+// launch that waits takes positions from the placed schedule
+// (cusync/placed_schedule.h: the static placement, with stealing; whole
+// tiles) or from a global atomic counter (clusters, the conv pair). Either
+// way every producer tile is held before any consumer tile is taken, and a
 // CTA's loader finishes issuing a tile's loads before it takes the next one,
 // so a consumer tile that waits never holds back a producer tile: no deadlock,
-// whatever the residency. A launch covers positions [begin, end): the fused
-// mode runs [0, tiles0 + tiles1) at once, the serial mode two launches.
+// whatever the residency. A launch without waits takes the static schedule.
 //
 // cuSync hooks (the rules come from the core: Stage, Policy, gemm_dependency):
 //  - the loader thread, before it loads a consumer A k-block, spins (acquire)
@@ -57,6 +60,7 @@
 #include "cuda/sm90_ptx.cuh"
 #include "cusync/activation.h"
 #include "cusync/dependency.h"
+#include "cusync/placed_schedule.h"
 #include "cusync/policy.h"
 #include "cusync/satisfied_semaphores.h"
 #include "cusync/semaphore.h"
@@ -95,9 +99,10 @@ struct ChainParams {
   // schedule (a launch without waits), the CTA's i-th position is its index
   // (its cluster's, in clusters) plus i grids, and nothing need be zeroed.
   int* counter;
-#ifdef CUSYNC_SM90_STEAL_SCHEDULE
-  int* steal_flags;    // probe: one word a producer position, zeroed; set by the CTA that owns it
-#endif
+  // The fused schedule that keeps the static placement (cusync/placed_schedule.h):
+  // flags (one a position) and cursors (two), zeroed; null flags: counter or static.
+  int* placed_flags;
+  int* placed_cursors;
   int* started;        // streams mode: set once a CTA runs (the wait kernel spins on it), else null
   int* semaphores;     // producer semaphores (policy.semaphore_count words)
   cusync::Policy policy;
@@ -471,62 +476,6 @@ __device__ __forceinline__ int next_position(ChainParams<Cfg> const& p, int unit
   return p.counter != nullptr ? atomicAdd(p.counter, 1) : unit + taken * units;
 }
 
-#ifdef CUSYNC_SM90_STEAL_SCHEDULE
-#if CUSYNC_SM90_STEAL_SCHEDULE == 2
-// Probe build (the package compiles none of it): both stages by the static
-// schedule (unit u owns lo + u, lo + u + units, ... of each stage's range),
-// each position taken by setting its flag. A unit out of its own positions
-// steals untaken ones through the range's cursor, walking down from the end
-// (where owners arrive last, so the walk seldom passes taken ones). Every
-// unit walks the producer cursor out before its first consumer position, so
-// a consumer waits only on producer tiles held by running CTAs: no deadlock,
-// and the static placement whenever every CTA is resident.
-__device__ __forceinline__ int claim_in_range(int* flags, int* cursor, int lo, int hi, int units, int& own) {
-  while (own < hi) {
-    const int pos = own;
-    own += units;
-    if (atomicExch(&flags[pos], 1) == 0) return pos;
-    own = hi;  // stolen: the cursor has walked every later position too
-  }
-  for (;;) {
-    const int pos = hi - 1 - atomicAdd(cursor, 1);
-    if (pos < lo) return -1;
-    if (atomicExch(&flags[pos], 1) == 0) return pos;
-  }
-}
-__device__ __forceinline__ int steal_position(int* counter, int* flags, int tiles0, int end, int units,
-                                              int& own0, int& own1) {
-  if (own0 >= 0) {
-    const int pos = claim_in_range(flags, counter + 1, 0, tiles0, units, own0);
-    if (pos >= 0) return pos;
-    own0 = -1;  // the producer cursor has walked out: every producer position is held
-  }
-  const int pos = claim_in_range(flags, counter + 2, tiles0, end, units, own1);
-  return pos >= 0 ? pos : end;
-}
-#else
-// Probe build (the package compiles none of it): producer positions by the
-// static schedule (unit u owns u, u + units, ...), each taken by setting its
-// flag; a unit out of its own steals untaken ones through a shared cursor
-// (counter[1]) before it takes consumer positions from the counter. A
-// consumer is claimed only once the cursor has passed every producer
-// position, so each is owned by a running CTA: no deadlock, and the static
-// placement whenever every CTA is resident.
-__device__ __forceinline__ int steal_position(int* counter, int* flags, int tiles0, int units, int& own) {
-  while (own < tiles0) {
-    const int pos = own;
-    own += units;
-    if (atomicExch(&flags[pos], 1) == 0) return pos;
-  }
-  for (;;) {
-    const int pos = atomicAdd(counter + 1, 1);
-    if (pos >= tiles0) break;
-    if (atomicExch(&flags[pos], 1) == 0) return pos;
-  }
-  return tiles0 + atomicAdd(counter, 1);
-}
-#endif
-#endif
 
 // The loader: one thread takes schedule positions, publishes each to the MMA
 // warpgroups, and streams the tile's k-blocks into the pipeline.
@@ -563,27 +512,17 @@ __device__ __forceinline__ void load_loop(ChainParams<Cfg> const& p, typename Cf
   [[maybe_unused]] const int unit_end = stream_k ? p.stream_k.cta_end(blockIdx.x) : 0;
   [[maybe_unused]] long long waited_free = 0;  // phase stamps: first tile's cycles in producer_acquire
   CUSYNC_PHASE(20, true);
-#ifdef CUSYNC_SM90_STEAL_SCHEDULE
-  int steal_own = int(blockIdx.x);
-  [[maybe_unused]] int steal_own1 = p.tiles0 + int(blockIdx.x);
-#endif
+  const cusync::PlacedSchedule placed{p.placed_flags, p.placed_cursors, p.tiles0, p.end - p.begin, int(gridDim.x)};
+  [[maybe_unused]] cusync::PlacedClaim claim = cusync::placed_start(placed, int(blockIdx.x));
 
   for (;;) {
     int pos;
     if (Cfg::kStreamK && stream_k) {
       pos = unit < unit_end ? unit : kStreamKDone;
     } else if constexpr (Cfg::kClusterM == 1) {
-#ifdef CUSYNC_SM90_STEAL_SCHEDULE
-      if (p.counter != nullptr && p.steal_flags != nullptr)
-#if CUSYNC_SM90_STEAL_SCHEDULE == 2
-        pos = p.begin + steal_position(p.counter, p.steal_flags, p.tiles0, p.end - p.begin, int(gridDim.x),
-                                       steal_own, steal_own1);
-#else
-        pos = p.begin + steal_position(p.counter, p.steal_flags, p.tiles0, int(gridDim.x), steal_own);
-#endif
-      else
-#endif
-      pos = p.begin + next_position(p, int(blockIdx.x), int(gridDim.x), int(tile_write.count()));
+      pos = p.placed_flags != nullptr
+                ? p.begin + cusync::placed_next(placed, claim)
+                : p.begin + next_position(p, int(blockIdx.x), int(gridDim.x), int(tile_write.count()));
     } else if (rank == 0) {
       // Take the slot first: a position is claimed only when it can be sent.
       wait_cluster(&smem.sched_empty[mail], mail_phase ^ 1);

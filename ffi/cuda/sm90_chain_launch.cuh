@@ -215,6 +215,10 @@ cudaError_t launch_chain(const ChainParams<Cfg>& p, int sm_count, cudaStream_t s
   // streams), never as a programmatic dependent launched behind it: its CTAs
   // could hold SMs while the producer's still queue.
   if (p.wait_prior_grid && p.consumer_waits) return cudaErrorInvalidValue;
+  // The placed schedule counts positions from 0 (the fused launch) and hands
+  // out whole tiles one CTA at a time.
+  if (p.placed_flags != nullptr && (p.begin != 0 || Cfg::kClusterM != 1 || p.stream_k.ctas_per_row > 0))
+    return cudaErrorInvalidValue;
   // wait_prior_grid: a programmatic dependent of the previous kernel in the
   // stream (it may start once every CTA of that kernel has started; the
   // kernel waits for its completion before reading A).

@@ -16,6 +16,7 @@ enum SyncWord : int {
   kConsumerCounter = 1,  // next consumer schedule position (streams mode)
   kFusedCounter = 2,     // next position of the fused producer-then-consumer schedule
   kProducerStarted = 3,  // set by the first producer block; the wait kernel spins on it
+  kPlacedCursors = 4,    // two words: the placed fused schedule's stealing cursors (placed_schedule.h)
   kSyncHeaderWords = 8,  // semaphores start here
 };
 
@@ -28,25 +29,37 @@ CUSYNC_HD int sync_words(const Stage& producer) { return kSyncHeaderWords + prod
 // count per producer tile and per consumer tile (zeroed with them), then, at
 // a 16-byte boundary and not zeroed (a share's sums are read only after it
 // has written them and counted them), the fp32 partial sums: splits accumulator tiles of
-// tile_rows x tile_cols per output tile of each stage. Offsets are in 32-bit
-// words.
+// tile_rows x tile_cols per output tile of each stage. The placed fused
+// schedule (placed_schedule.h) adds one flag per tile of both stages, zeroed,
+// before the partial sums. Offsets are in 32-bit words.
 struct SplitLayout {
   long long counts1, counts2;      // split counts of the producer's and the consumer's tiles
+  long long flags;                 // the placed schedule's position flags (0: none)
   long long partials1, partials2;  // their partial sums (floats)
   long long zeroed;                // words zeroed per call: everything before the partial sums
   long long words;                 // the whole buffer
 };
 
-CUSYNC_HD SplitLayout split_layout(const Stage& producer, const Stage& consumer, int splits1, int splits2) {
+CUSYNC_HD SplitLayout split_layout(const Stage& producer, const Stage& consumer, int splits1, int splits2,
+                                   bool placed = false) {
   SplitLayout l{};
   const long long p = producer.tile_count(), c = consumer.tile_count();
-  if (splits1 <= 1 && splits2 <= 1) {
-    l.zeroed = l.words = sync_words(producer);
+  const bool split = splits1 > 1 || splits2 > 1;
+  long long end = sync_words(producer);
+  if (split) {
+    l.counts1 = end;
+    l.counts2 = l.counts1 + p;
+    end = l.counts2 + c;
+  }
+  if (placed) {
+    l.flags = end;
+    end += p + c;
+  }
+  l.zeroed = end;
+  if (!split) {
+    l.words = l.zeroed;
     return l;
   }
-  l.counts1 = sync_words(producer);
-  l.counts2 = l.counts1 + p;
-  l.zeroed = l.counts2 + c;
   l.partials1 = (l.zeroed + 3) / 4 * 4;
   l.partials2 = l.partials1 + splits1 * p * producer.tile_rows * producer.tile_cols;
   l.words = l.partials2 + splits2 * c * consumer.tile_rows * consumer.tile_cols;
