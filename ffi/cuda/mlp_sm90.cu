@@ -5,7 +5,8 @@
 //            then consumer tiles; no waits (the StreamSync baseline). Either
 //            GEMM may run stream-K (cusync/stream_k.h): where its tiles fill
 //            the SMs badly, equal ranges of k-blocks instead of whole tiles.
-//   fused    one launch; the atomic counter hands out every producer tile,
+//   fused    one launch; the placed schedule (cusync/placed_schedule.h; the
+//            atomic counter with clusters) hands out every producer tile,
 //            then the consumer tiles, which wait on the policy's semaphores.
 //   streams  the paper's form: the producer tiles on XLA's stream, the
 //            consumer tiles on a side stream behind a wait kernel, both
