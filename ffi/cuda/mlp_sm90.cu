@@ -166,7 +166,7 @@ Error launch_fused(const MlpSpec& s, const MlpBuffers& b, cudaStream_t stream, c
   p.end = P + C;
   if constexpr (Cfg::kClusterM == 1) {
     // The placed schedule: the static placement the serial kernels get (a
-    // counter's arrival order cost 3-9% on the H100, bench/NOTES_sm90.md, stop 50).
+    // counter's arrival order cost 1-9% on the H100, bench/NOTES_sm90.md, stop 50).
     const cusync::SplitLayout layout = cusync_ffi::mlp_sync_layout(s);
     if (layout.flags == 0 || P > s.producer.tile_count() || C > s.consumer.tile_count())
       return Error::Internal("cusync_jax: the fused kernel's " + std::to_string(P + C) +

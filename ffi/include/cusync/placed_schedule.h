@@ -6,7 +6,7 @@
 // ... (lo = 0, then tiles0): the placement the serial kernels get, where
 // tiles next to each other in the tile order run on SMs next to each other
 // (a shared atomic counter hands them out in arrival order instead, which
-// cost the fused kernel 3-9% of its time on the H100, bench/NOTES_sm90.md,
+// cost the fused kernel 1-9% of its time on the H100, bench/NOTES_sm90.md,
 // stop 50). A unit takes a position by setting its flag. A unit out of its
 // own positions steals untaken ones through the stage's cursor, which walks
 // down from the stage's end, where owners arrive last.
