@@ -95,9 +95,10 @@ struct ChainParams {
   GemmStage<Cfg> stage[2];
   int tiles0;          // positions below this are stage-0 tiles
   int begin, end;      // the schedule positions this launch runs
-  // The next schedule position, zeroed before the launch; null: a static
-  // schedule (a launch without waits), the CTA's i-th position is its index
-  // (its cluster's, in clusters) plus i grids, and nothing need be zeroed.
+  // The next schedule position, zeroed before the launch; null (and null
+  // placed_flags): a static schedule (a launch without waits), the CTA's i-th
+  // position is its index (its cluster's, in clusters) plus i grids, and
+  // nothing need be zeroed.
   int* counter;
   // The fused schedule that keeps the static placement (cusync/placed_schedule.h):
   // flags (one a position) and cursors (two), zeroed; null flags: counter or static.
@@ -475,7 +476,6 @@ __device__ __forceinline__ int next_position(ChainParams<Cfg> const& p, int unit
 #endif
   return p.counter != nullptr ? atomicAdd(p.counter, 1) : unit + taken * units;
 }
-
 
 // The loader: one thread takes schedule positions, publishes each to the MMA
 // warpgroups, and streams the tile's k-blocks into the pipeline.
