@@ -27,7 +27,6 @@ using namespace cute;
 using Pingpong = cusync_sm90::ChainConfig<Element, 128, false>;
 using Cooperative = cusync_sm90::ChainConfig<Element, 128, false, 1, false, 2, false>;
 constexpr int kBatch = 20;
-constexpr int kCounterWords = cusync::kSyncHeaderWords;  // the header (cusync/sync_layout.h) first; the semaphores after
 
 struct Shape3 {
   int t, h, f;  // tokens, hidden, ffn: x [t, h], w1 [h, f], w2 [f, h]
@@ -77,7 +76,7 @@ struct PairLaunch {
     for (auto kind : {cusync::PolicyKind::kTileSync, cusync::PolicyKind::kRowSync})
       semaphores = std::max(semaphores, cusync::Policy{kind, 0}.semaphore_count(producer));
     const int P = cusync_sm90::schedule_positions<Cfg>(producer), C = cusync_sm90::schedule_positions<Cfg>(consumer);
-    stride = kCounterWords + semaphores;
+    stride = cusync::kSyncHeaderWords + semaphores;
     stride += P + C;  // the placed schedule's flags, after the semaphores
     CHECK(cudaMalloc(&words, sizeof(int) * stride * kBatch));
     const auto g1 = cusync_sm90::make_gemm_stage<Cfg>(in.x, s.t, s.h, s.h, in.w1, s.f, h, s.f, nullptr, producer,
@@ -87,7 +86,7 @@ struct PairLaunch {
     for (int i = 0; i < kBatch; ++i) {
       int* w = words + i * stride;
       cusync_sm90::ChainParams<Cfg> p{};
-      p.semaphores = w + kCounterWords;
+      p.semaphores = w + cusync::kSyncHeaderWords;
       if (policy < 0) {
         // As launch_stage in ffi/cuda/mlp_sm90.cu runs serial mode.
         p.policy = cusync::Policy{cusync::PolicyKind::kRowSync, 0};
@@ -107,7 +106,7 @@ struct PairLaunch {
         p.end = P + C;
         if (row.schedule == Row::kCounter) p.counter = w + cusync::kFusedCounter;
         if (row.schedule == Row::kPlaced) {
-          p.placed_flags = w + kCounterWords + semaphores;
+          p.placed_flags = w + cusync::kSyncHeaderWords + semaphores;
           p.placed_cursors = w + cusync::kPlacedCursors;
         }
         p.consumer_waits = p.producer_posts = row.synced;

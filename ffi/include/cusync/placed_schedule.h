@@ -26,7 +26,8 @@
 
 namespace cusync {
 
-// Words of the sync buffer the schedule uses, zeroed before the call.
+// The words the units claim through (zeroed before the call: the sync
+// buffer's on the GPU) and the launch's shape.
 struct PlacedSchedule {
   int* flags;    // one a position: set by the unit that takes it
   int* cursors;  // two: the producer's and the consumer's stealing cursor
