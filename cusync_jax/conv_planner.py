@@ -18,7 +18,7 @@ from .activations import check_activation
 from .kernels import TileShape
 from .planner import (CpuOptions, MlpPlan, WaveReport, _as_tiles, _dtype_name, grid, makespan,
                       resolve_device)
-from .policies import Conv2DTileSync, Optimizations, Policy, StridedSync, parse_policy
+from .policies import MODE_CODES, Conv2DTileSync, Optimizations, Policy, StridedSync, parse_policy
 
 FILTERS = ((1, 1), (3, 3))
 # The halo conv's conv 1 takes an input of 8 channels (cusync/halo_tiling.h,
@@ -61,14 +61,16 @@ def conv_sync_words(images: int, height: int, width: int, channels: tuple, filte
     """The conv pair's sync buffer: the semaphores, then with split-K a count per
     tile of each conv and (from a 4-word boundary) the float32 partial sums, a
     tile per share (on the Hopper conv, which splits stream-K, a tile per
-    stream-K range a tile meets); the C++ layout the handlers check it against
-    (cusync/sync_layout.h, conv_split_layout). channels: (C0, C1, C2);
-    filters: ((R1, S1), (R2, S2))."""
+    stream-K range a tile meets) and, for the Hopper conv's fused mode, one
+    placed-schedule flag per tile of each conv; the C++ layout the handlers
+    check it against (cusync/sync_layout.h, conv_split_layout). channels:
+    (C0, C1, C2); filters: ((R1, S1), (R2, S2))."""
     t1, t2 = plan.tile1, plan.tile2
     c0, c1, c2 = channels
     (r1, s1), (r2, s2) = filters
     return _cusync_cpu.conv_sync_words(images, height, width, c0, c1, c2, [r1, s1, r2, s2], [t1.m, t1.n, t1.k],
-                                       [t2.m, t2.n, t2.k], plan.split_k[0], plan.split_k[1], plan.kernel)
+                                       [t2.m, t2.n, t2.k], plan.split_k[0], plan.split_k[1], plan.kernel,
+                                       MODE_CODES[plan.mode])
 
 
 def check_conv_activation(activation, name: str = "activation") -> str:

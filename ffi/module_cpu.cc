@@ -138,8 +138,9 @@ NB_MODULE(_cusync_cpu, m) {
   m.def(
       "conv_sync_words",
       [](int images, int height, int width, int c0, int c1, int c2, std::vector<int> filters,
-         std::vector<int> tile1, std::vector<int> tile2, int splits1, int splits2, int kernel) {
+         std::vector<int> tile1, std::vector<int> tile2, int splits1, int splits2, int kernel, int mode) {
         cusync_ffi::ConvPairSpec s;
+        s.mode = static_cast<cusync_ffi::Mode>(mode);
         const int pixels = images * height * width;
         s.images = images;
         s.height = height;
@@ -162,8 +163,10 @@ NB_MODULE(_cusync_cpu, m) {
       },
       nb::arg("images"), nb::arg("height"), nb::arg("width"), nb::arg("c0"), nb::arg("c1"), nb::arg("c2"),
       nb::arg("filters"), nb::arg("tile1"), nb::arg("tile2"), nb::arg("splits1"), nb::arg("splits2"), nb::arg("kernel"),
+      nb::arg("mode"),
       "int32 words of a conv pair's sync buffer (cusync/sync_layout.h, common/conv_spec.h): the semaphores, "
-      "and with split-K the tile counts and fp32 partial sums. filters: (R1, S1, R2, S2).");
+      "with split-K the tile counts and fp32 partial sums, and on the Hopper kernel in fused mode the "
+      "placed schedule's flags. filters: (R1, S1, R2, S2).");
 
   m.def(
       "halo_tiling",

@@ -224,6 +224,26 @@ def test_the_hopper_conv_split_sizes_its_stream_k_slots():
         -(-(8 + tiles + 2 * tiles) // 4) * 4 + (9 + 1) * tiles * t.m * t.n)
 
 
+def test_the_hopper_conv_fused_mode_sizes_the_placed_schedule_flags():
+    # 7x7x512 at batch 1 on 128x128x64 tiles: 4 tiles a conv. The fused
+    # kernel's placed schedule takes a flag per tile of both convs, after the
+    # 8 header words and the 4 semaphores; the other modes have none, nor the
+    # CUDA conv kernel (0), whose fused mode keeps its counter.
+    shape = (1, 7, 7, (512, 512, 512), ((3, 3), (3, 3)))
+    words = {}
+    for mode in ("serial", "streams", "fused"):
+        plan = cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", tile=(128, 128, 64), mode=mode,
+                                 policy="rowsync").plan
+        assert plan.kernel == 1
+        words[mode] = cs.conv_planner.conv_sync_words(*shape, plan)
+    assert words == {"serial": 12, "streams": 12, "fused": 12 + 4 + 4}
+    cuda = cs.plan_conv_pair(1, 7, 7, 512, 512, device="h200", mode="fused", policy="rowsync").plan
+    assert cuda.kernel == 0
+    t = cuda.tile1
+    tiles = -(-49 // t.m) * -(-512 // t.n)
+    assert cs.conv_planner.conv_sync_words(*shape, cuda) == 8 + tiles
+
+
 @pytest.mark.parametrize("rows,cols,k_blocks,split", [
     (1, 4, 72, 8),    # 7x7x512 at batch 1 on 128x128x64 tiles
     (4, 4, 72, 8),    # 14x14x512 at batch 4

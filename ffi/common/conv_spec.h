@@ -215,7 +215,8 @@ inline cusync::SplitLayout conv_sync_layout(const ConvPairSpec& s) {
     return l;
   }
   return cusync::conv_split_layout(s.producer, s.consumer, static_cast<int>(s.producer_k_blocks()),
-                                   static_cast<int>(s.consumer_k_blocks()), s.splits1, s.splits2, s.kernel == 1);
+                                   static_cast<int>(s.consumer_k_blocks()), s.splits1, s.splits2, s.kernel == 1,
+                                   s.kernel == 1 && s.mode == Mode::kFused);  // the Hopper fused kernel's placed schedule
 }
 
 }  // namespace cusync_ffi

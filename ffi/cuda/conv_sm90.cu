@@ -6,7 +6,8 @@
 //   serial   producer launch, then consumer launch, in stream order
 //   streams  the producer on XLA's stream, the consumer on the side stream
 //            behind the wait kernel (cuda/two_streams.h), both persistent
-//   fused    one launch: producer positions, then consumer positions
+//   fused    one launch: producer positions, then consumer positions, on the
+//            placed schedule (cusync/placed_schedule.h)
 //
 // In serial mode a conv may be split along k (plan split_k): it runs
 // stream-K (cusync/stream_k.h) over tiles x splits CTAs, for the deep layers
@@ -100,7 +101,13 @@ Error launch_fused(const ConvPairSpec& s, const ConvBuffers& b, cudaStream_t str
   p.tiles0 = s.producer.tile_count();
   p.begin = 0;
   p.end = p.tiles0 + s.consumer.tile_count();
-  p.counter = b.sync + cusync::kFusedCounter;
+  // The placed schedule, as the fused MLP takes it (cusync/placed_schedule.h):
+  // the static placement, stealing where a CTA is late.
+  const cusync::SplitLayout layout = cusync_ffi::conv_sync_layout(s);
+  if (layout.flags == 0)
+    return Error::Internal("cusync_jax: the fused Hopper conv pair's sync buffer has no placed-schedule flags");
+  p.placed_flags = b.sync + layout.flags;
+  p.placed_cursors = b.sync + cusync::kPlacedCursors;
   p.consumer_waits = p.producer_posts = true;
   return launch(p, device, stream, "launching the fused Hopper conv pair");
 }

@@ -83,13 +83,15 @@ CUSYNC_HD StreamK conv_stream_k(const Stage& st, int k_blocks, int splits) {
 
 // The conv pair's buffer: a split stage's tiles get `splits` slots each on
 // the CUDA conv kernel, and on the Hopper kernel (stream_k) as many as the
-// stream-K ranges one tile can meet.
+// stream-K ranges one tile can meet; placed: the Hopper fused kernel's
+// placed schedule flags.
 CUSYNC_HD SplitLayout conv_split_layout(const Stage& producer, const Stage& consumer, int k_blocks1, int k_blocks2,
-                                        int splits1, int splits2, bool stream_k) {
+                                        int splits1, int splits2, bool stream_k, bool placed = false) {
   const auto slots = [&](const Stage& st, int k_blocks, int splits) {
     return stream_k && splits > 1 ? conv_stream_k(st, k_blocks, splits).max_segments() : splits;
   };
-  return split_layout(producer, consumer, slots(producer, k_blocks1, splits1), slots(consumer, k_blocks2, splits2));
+  return split_layout(producer, consumer, slots(producer, k_blocks1, splits1), slots(consumer, k_blocks2, splits2),
+                      placed);
 }
 
 }  // namespace cusync
