@@ -7,7 +7,7 @@
 // mode runs [0, tiles0 + tiles1) at once, the serial mode two launches. A
 // launch that waits takes positions from the placed schedule
 // (cusync/placed_schedule.h: the static placement, with stealing; whole
-// tiles) or from a global atomic counter (clusters, the conv pair). Either
+// tiles: the fused MLP and conv pair) or from a global atomic counter (clusters). Either
 // way every producer tile is held before any consumer tile is taken, and a
 // CTA's loader finishes issuing a tile's loads before it takes the next one,
 // so a consumer tile that waits never holds back a producer tile: no deadlock,
