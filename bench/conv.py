@@ -370,6 +370,9 @@ def main():
                 "jax": jax.__version__, "residual": args.residual, "out_activation": args.out_activation,
                 "timing": args.timing,
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                # The table the auto rows planned from (CUSYNC_JAX_TUNED_DIR or the shipped one).
+                "tuned_table": cs.tuning.table_source(device.device_kind,
+                                                      "conv-residual" if args.residual else "conv"),
                 "rows": rows}, indent=1) + "\n")
     plot(rows, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")

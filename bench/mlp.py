@@ -366,7 +366,9 @@ def main(argv=None):
                   "jax": jax.__version__,
                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "target_ms": args.target_ms, "timing": args.timing, "heat_s": args.heat_s,
-                  "weight_sets": args.weight_sets, "rows": rows}
+                  "weight_sets": args.weight_sets,
+                  # The table the auto rows planned from (CUSYNC_JAX_TUNED_DIR or the shipped one).
+                  "tuned_table": cs.tuning.table_source(device.device_kind, "mlp"), "rows": rows}
         out.write_text(json.dumps(result, indent=1) + "\n")
 
     rows = []

@@ -111,6 +111,9 @@ def fell_back(synced, params, x) -> bool:
 def write_results(path, commit, dirty, device, rows, timing_name):
     result = {"commit": commit, "dirty": dirty, "device": device.device_kind,
               "jax": jax.__version__, "timing": timing_name,
+              # The tables the auto plans read (CUSYNC_JAX_TUNED_DIR or the shipped ones).
+              "tuned_tables": {op: cs.tuning.table_source(device.device_kind, op)
+                               for op in ("mlp", "conv", "conv-residual")},
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "rows": rows}
     path.write_text(json.dumps(result, indent=1) + "\n")

@@ -1,7 +1,7 @@
 """What ``policy="auto"`` learned from measurement: per device, per MLP (and
 conv pair) shape and dtype, the fastest way to run it, including XLA's own ops.
 
-The tables live in ``cusync_jax/tuned/<device>-mlp.json``,
+The tables ship in ``cusync_jax/tuned/<device>-mlp.json``,
 ``<device>-conv.json`` (conv pairs) and ``<device>-conv-residual.json`` (conv
 pairs with a residual add, ResNet's blocks: the add is another epilogue and
 moves the winner); ``bench/tune.py`` writes them from a ``bench/mlp.py`` or
@@ -9,13 +9,20 @@ moves the winner); ``bench/tune.py`` writes them from a ``bench/mlp.py`` or
 rounds). An entry names the winner: a policy, mode and tile of this library's
 kernels, or ``"xla"`` where no synced variant was faster than XLA, in which
 case the op falls back to XLA's own ops.
+
+Tables measured on your own GPU (``bench/tune.py --out-dir DIR``) take
+precedence when ``CUSYNC_JAX_TUNED_DIR=DIR`` is set: a table found there
+replaces the shipped one of its device and op; devices it has no table for
+keep the shipped ones.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import math
+import os
 import pathlib
 from typing import Optional
 
@@ -23,6 +30,8 @@ from .kernels import TileShape
 from .policies import Policy, RowSync, StridedSync, TileSync
 
 TABLE_DIR = pathlib.Path(__file__).resolve().parent / "tuned"
+# A directory of tables measured by the user, searched before TABLE_DIR.
+TUNED_DIR_ENV = "CUSYNC_JAX_TUNED_DIR"
 # A measured token count (or conv batch) stands for counts within this factor of it.
 TOKEN_REACH = 1.5
 
@@ -64,9 +73,38 @@ def policy_from_name(name: str) -> Policy:
     raise ValueError(f"tuned table: unknown policy {name!r}")
 
 
-@functools.lru_cache(maxsize=None)
+def table_path(slug: str, op: str = "mlp") -> pathlib.Path:
+    """The table policy="auto" reads for a device slug and op ("mlp", "conv",
+    "conv-residual"): $CUSYNC_JAX_TUNED_DIR's where it has one, else the
+    shipped one (which may not exist: no table, the wave model decides)."""
+    own = os.environ.get(TUNED_DIR_ENV)
+    if own:
+        directory = pathlib.Path(own)
+        if not directory.is_dir():
+            raise ValueError(f"{TUNED_DIR_ENV}={own!r}: not a directory; expected one holding tables "
+                             "such as h200-mlp.json, as bench/tune.py --out-dir writes them")
+        path = directory / f"{slug}-{op}.json"
+        if path.exists():
+            return path
+    return TABLE_DIR / f"{slug}-{op}.json"
+
+
+def table_source(device_name: str, op: str = "mlp") -> Optional[dict]:
+    """Which table a device's op reads and its content's hash (what a
+    benchmark records beside its auto rows); None where there is none."""
+    path = table_path(device_slug(device_name), op)
+    if not path.exists():
+        return None
+    return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16],
+            "shipped": path.parent.resolve() == TABLE_DIR.resolve()}
+
+
 def _table(slug: str, op: str = "mlp") -> tuple:
-    path = TABLE_DIR / f"{slug}-{op}.json"
+    return _read_table(table_path(slug, op))
+
+
+@functools.lru_cache(maxsize=None)
+def _read_table(path: pathlib.Path) -> tuple:
     if not path.exists():
         return ()
     return tuple(json.loads(path.read_text())["entries"])

@@ -11,6 +11,10 @@
 #   GPU_TESTS                    pytest arguments (default: -m gpu tests)
 #   BENCH_ARGS                   extra arguments of bench/mlp.py (default: the full sweep)
 #   SKIP_TESTS=1, SKIP_BENCH=1   leave a phase out
+#   TUNE=1                       after the benchmark: bench/tune.py on its result into OUTDIR/tuned,
+#                                then xla, serial, RowSync-fused and auto again with that table
+#                                (CUSYNC_JAX_TUNED_DIR) into OUTDIR/auto: auto's choices checked on
+#                                the GPU that measured them, in one call
 #   BUILD_DIR                    CMake build folder (default build/gpu-check; another keeps a second
 #                                configuration from rebuilding the first)
 #   TEST_TIMEOUT, BENCH_TIMEOUT  seconds before a phase is stopped (default 420, 360; the whole GPU
@@ -75,6 +79,23 @@ if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
   sed -n '/best synced variant/,$p' "$OUTDIR/bench.log"
   [[ $rc == 124 ]] && echo "benchmark stopped after ${BENCH_TIMEOUT:-360} s (results so far are in OUTDIR)"
   [[ $rc != 0 ]] && { tail -20 "$OUTDIR/bench.log"; status=1; }
+fi
+if [[ "${TUNE:-0}" == 1 && "${SKIP_BENCH:-0}" != 1 ]]; then
+  phase "tuned table (OUTDIR/tuned) and the auto rows with it (log: auto.log)"
+  result=$(compgen -G "$OUTDIR/*-mlp.json" | head -1)
+  if [[ -z "$result" ]] || ! "$PY" bench/tune.py "$result" --out-dir "$OUTDIR/tuned"; then
+    echo "no table written"
+    status=1
+  else
+    # shellcheck disable=SC2086
+    CUSYNC_JAX_TUNED_DIR="$OUTDIR/tuned" timeout -k 10 "${BENCH_TIMEOUT:-360}" "$PY" bench/mlp.py \
+      --out-dir "$OUTDIR/auto" --commit "${CUSYNC_COMMIT:-unknown}" ${CUSYNC_DIRTY:+--dirty "$CUSYNC_DIRTY"} \
+      --skip serial-sk TileSync-streams TileSync-fused RowSync-streams 'StridedSync(2)-streams' \
+      'StridedSync(2)-fused' ${BENCH_ARGS:-} > "$OUTDIR/auto.log" 2>&1
+    rc=$?
+    sed -n '/best synced variant/,$p' "$OUTDIR/auto.log"
+    [[ $rc != 0 ]] && { tail -20 "$OUTDIR/auto.log"; status=1; }
+  fi
 fi
 phase "done (status $status)"
 exit $status

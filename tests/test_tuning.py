@@ -30,9 +30,10 @@ def table(tmp_path, monkeypatch):
                      1.1, "grouped", cluster_m=2)]
     (tmp_path / "t100-mlp.json").write_text(json.dumps({"entries": entries}))
     monkeypatch.setattr(tuning, "TABLE_DIR", tmp_path)
-    tuning._table.cache_clear()
+    monkeypatch.delenv(tuning.TUNED_DIR_ENV, raising=False)
+    tuning._read_table.cache_clear()
     yield cs.DeviceModel("NVIDIA T100", 132, arch=90)
-    tuning._table.cache_clear()
+    tuning._read_table.cache_clear()
 
 
 def test_device_names_map_to_one_table():
@@ -108,6 +109,44 @@ def test_committed_h200_table_is_well_formed():
             assert choice.speedup_over_xla >= 1.0
 
 
+def test_a_users_tuned_dir_replaces_the_shipped_table_of_its_device_only(tmp_path, monkeypatch):
+    # The user's directory has an H200 MLP table whose one case (SHAPE at 1024
+    # tokens, f16) runs fused RowSync; the shipped tables stay for the H100
+    # and for the H200's conv pairs.
+    own = tmp_path / "own"
+    own.mkdir()
+    entry = dict(SHAPE, dtype="float16", tokens=1024, impl="RowSync-fused", policy="RowSync", mode="fused",
+                 tile=[128, 128, 64], speedup_over_xla=1.2, order="grouped")
+    (own / "h200-mlp.json").write_text(json.dumps({"entries": [entry]}))
+    monkeypatch.setenv(tuning.TUNED_DIR_ENV, str(own))
+    tuning._read_table.cache_clear()
+    try:
+        rep = cs.plan_mlp(1024, 1024, 512, device="h200", dtype="float16")
+        assert rep.source == "measured" and rep.mode == "fused" and rep.policy == cs.RowSync()
+        assert tuning.table_path("h200") == own / "h200-mlp.json"
+        source = tuning.table_source("NVIDIA H200")
+        assert source["path"] == str(own / "h200-mlp.json") and not source["shipped"]
+        assert len(source["sha256"]) == 16
+        assert tuning.table_path("h100") == tuning.TABLE_DIR / "h100-mlp.json"
+        assert tuning.table_source("NVIDIA H100 80GB HBM3")["shipped"]
+        assert tuning.table_path("h200", "conv") == tuning.TABLE_DIR / "h200-conv.json"
+        assert tuning.table_source("NVIDIA T100") is None  # no table anywhere
+        monkeypatch.delenv(tuning.TUNED_DIR_ENV)
+        assert tuning.table_source("NVIDIA H200")["shipped"]
+    finally:
+        tuning._read_table.cache_clear()
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+def test_a_tuned_dir_that_is_not_a_directory_is_refused(tmp_path, monkeypatch, kind):
+    bad = tmp_path / "tables"
+    if kind == "a file":
+        bad.write_text("")
+    monkeypatch.setenv(tuning.TUNED_DIR_ENV, str(bad))
+    with pytest.raises(ValueError, match="CUSYNC_JAX_TUNED_DIR=.*not a directory"):
+        cs.plan_mlp(1024, 1024, 512, device="h200", dtype="float16")
+
+
 def test_conv_pairs_fall_back_where_the_kernel_rate_cannot_win():
     # A pair the table has not measured (30x30): the conv kernel's measured
     # rate (0.3 of cuDNN) loses in the wave model.
@@ -134,9 +173,9 @@ def conv_table(tmp_path, monkeypatch):
     # With a residual add (ResNet's blocks) the 56x56x64 pair at batch 1 measured a loss.
     (tmp_path / "t100-conv-residual.json").write_text(json.dumps({"entries": [entry(1, 56, 64, "xla")]}))
     monkeypatch.setattr(tuning, "TABLE_DIR", tmp_path)
-    tuning._table.cache_clear()
+    tuning._read_table.cache_clear()
     yield cs.DeviceModel("NVIDIA T100", 132, arch=90)
-    tuning._table.cache_clear()
+    tuning._read_table.cache_clear()
 
 
 def test_conv_measured_winners_are_planned(conv_table):
