@@ -3,6 +3,7 @@
 # and installs the package first where this machine has none yet, then times
 # the given batches. The parts of one commit merge with bench/merge_results.py.
 #   scripts/conv_sweep.sh OUTDIR COMMIT BATCH [BATCH ...]
+# CONV_TIMEOUT: seconds before the sweep is stopped (default 560).
 set -uo pipefail
 OUT=${1:?usage: scripts/conv_sweep.sh OUTDIR COMMIT BATCH...}; C=${2:?commit}; shift 2
 mkdir -p "$OUT"
@@ -17,7 +18,7 @@ if ! (cd /tmp && python3 -c "import cusync_jax._cusync_cuda" 2> /dev/null); then
 fi
 tag=$(echo "$@" | tr ' ' '-')
 start=$(date +%s)
-(cd /tmp && timeout 560 python3 "$R/bench/conv.py" --batches "$@" --commit "$C" --dirty 0 \
+(cd /tmp && timeout "${CONV_TIMEOUT:-560}" python3 "$R/bench/conv.py" --batches "$@" --commit "$C" --dirty 0 \
   --out "$OUT/conv-b$tag.json" > "$OUT/conv-b$tag.log" 2>&1)
 echo "rc $? in $(( $(date +%s) - start )) s"
 grep -v "^W\|^I0\|^E0" "$OUT/conv-b$tag.log" | tail -14
