@@ -17,7 +17,6 @@ left out: this is one device's share of the layer.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import flax.linen as nn
@@ -26,9 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import cusync_jax.flax as csflax
-from example_timing import median_ms
-
-DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
+from example_timing import DTYPES, compare, model_parser
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,14 +92,10 @@ def init_params(size: LayerSize, batch: int, seq: int, dtype, seed: int = 0):
 
 def main(argv=None):
     on_gpu = jax.default_backend() == "gpu"
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = model_parser(__doc__, on_gpu)
     ap.add_argument("--tokens", type=int, nargs="+", default=[512, 1024] if on_gpu else [64, 128],
                     help="tokens per sequence (one sequence: the paper's batch B)")
     ap.add_argument("--batch", type=int, default=1, help="sequences")
-    ap.add_argument("--size", choices=["paper", "small"], default="paper" if on_gpu else "small")
-    ap.add_argument("--dtype", choices=list(DTYPES), default="float16" if on_gpu else "float32")
-    ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args(argv)
 
     size, dtype = (PAPER if args.size == "paper" else SMALL), DTYPES[args.dtype]
@@ -112,11 +105,7 @@ def main(argv=None):
     print(f"{'tokens':>7}{'plain ms':>11}{'synced ms':>11}{'speedup':>9}{'max rel err':>13}")
     for tokens in args.tokens:
         params, x = init_params(size, args.batch, tokens, dtype)
-        want, got = plain(params, x), synced(params, x)
-        err = float(jnp.max(jnp.abs(got.astype(jnp.float32) - want.astype(jnp.float32)))
-                    / jnp.max(jnp.abs(want.astype(jnp.float32))))
-        t_plain = median_ms(plain, params, x, reps=args.reps)
-        t_synced = median_ms(synced, params, x, reps=args.reps)
+        t_plain, t_synced, err = compare(plain, synced, params, x, reps=args.reps)
         print(f"{args.batch * tokens:>7}{t_plain:>11.3f}{t_synced:>11.3f}"
               f"{t_plain / t_synced:>9.3f}{err:>13.2e}")
 

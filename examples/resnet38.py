@@ -18,7 +18,6 @@ run on the same parameters.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 
@@ -29,9 +28,7 @@ import numpy as np
 
 import cusync_jax as cs
 import cusync_jax.flax as csflax
-from example_timing import median_ms
-
-DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
+from example_timing import DTYPES, compare, model_parser
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,12 +115,8 @@ def pair_choices(size: NetSize, batch: int, dtype) -> str:
 
 def main(argv=None):
     on_gpu = jax.default_backend() == "gpu"
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = model_parser(__doc__, on_gpu)
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32] if on_gpu else [1, 4])
-    ap.add_argument("--size", choices=["paper", "small"], default="paper" if on_gpu else "small")
-    ap.add_argument("--dtype", choices=list(DTYPES), default="float16" if on_gpu else "float32")
-    ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args(argv)
 
     size, dtype = (PAPER if args.size == "paper" else SMALL), DTYPES[args.dtype]
@@ -134,11 +127,7 @@ def main(argv=None):
     choices = []
     for batch in args.batch:
         params, images = init_params(size, batch, dtype)
-        want, got = plain(params, images), synced(params, images)
-        err = float(jnp.max(jnp.abs(got.astype(jnp.float32) - want.astype(jnp.float32)))
-                    / jnp.max(jnp.abs(want.astype(jnp.float32))))
-        t_plain = median_ms(plain, params, images, reps=args.reps)
-        t_synced = median_ms(synced, params, images, reps=args.reps)
+        t_plain, t_synced, err = compare(plain, synced, params, images, reps=args.reps)
         print(f"{batch:>6}{t_plain:>11.3f}{t_synced:>11.3f}{t_plain / t_synced:>9.3f}{err:>13.2e}")
         choices.append(f"batch {batch}: {pair_choices(size, batch, dtype)}")
     print("conv pairs (auto):\n  " + "\n  ".join(choices))
