@@ -39,6 +39,15 @@ def _shapes(tree):
     return jax.tree.map(lambda a: (a.shape, a.dtype), tree)
 
 
+def _same_params_perturbed(synced_params, plain_params, seed):
+    """Checks that the synced module's parameters are the plain module's (same
+    tree, shapes, dtypes and, from the same key, values), then returns the plain
+    ones with noise: a checkpoint whose non-zero biases check their placement."""
+    assert _shapes(synced_params) == _shapes(plain_params)
+    jax.tree.map(np.testing.assert_array_equal, synced_params, plain_params)
+    return _perturbed(plain_params, seed)
+
+
 def _assert_close(got, want, dtype=jnp.float32):
     tol = {jnp.float32: 2e-5, jnp.bfloat16: 3e-2, jnp.float16: 5e-3}[dtype]
     np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32),
@@ -67,11 +76,7 @@ def test_linen_mlp_matches_plain_dense_pair(activation):
     synced = cs.flax.SyncedMLP(96, 24, activation=activation)
     plain_params = jax.jit(plain.init)(kp, x)
     synced_params = jax.jit(synced.init)(kp, x)
-    # Same tree, shapes and (same key, same names) the same initial values.
-    assert _shapes(synced_params) == _shapes(plain_params)
-    jax.tree.map(np.testing.assert_array_equal, synced_params, plain_params)
-    # Non-zero biases so that their placement is checked too.
-    params = _perturbed(plain_params, 2)
+    params = _same_params_perturbed(synced_params, plain_params, 2)
     _assert_close(jax.jit(synced.apply)(params, x), plain.apply(params, x))
 
 
@@ -128,10 +133,8 @@ def test_nnx_mlp_matches_plain_linear_pair(activation):
     plain = PlainNnxMLP(32, 96, 24, activation, nnx.Rngs(0))
     synced = cs.flax.nnx.SyncedMLP(32, 96, 24, activation=activation, rngs=nnx.Rngs(0))
     plain_state, synced_state = nnx.state(plain, nnx.Param), nnx.state(synced, nnx.Param)
-    assert _shapes(synced_state) == _shapes(plain_state)
-    jax.tree.map(np.testing.assert_array_equal, synced_state, plain_state)
     # A plain checkpoint with non-zero biases loads as it is.
-    bumped = _perturbed(plain_state, 9)
+    bumped = _same_params_perturbed(synced_state, plain_state, 9)
     nnx.update(plain, bumped)
     nnx.update(synced, bumped)
     _assert_close(nnx.jit(lambda m, x: m(x))(synced, x), plain(x))
@@ -182,9 +185,7 @@ def test_linen_conv_pair_matches_plain_conv_pair():
                                     kernel_init=_fast_conv_init)
     plain_params = jax.jit(plain.init)(key, x)
     synced_params = jax.jit(synced.init)(key, x)
-    assert _shapes(synced_params) == _shapes(plain_params)
-    jax.tree.map(np.testing.assert_array_equal, synced_params, plain_params)
-    params = _perturbed(plain_params, 13)
+    params = _same_params_perturbed(synced_params, plain_params, 13)
     want = jax.jit(plain.apply)(params, x)
     _assert_close(jax.jit(synced.apply)(params, x), want)
     _assert_close(jax.jit(synced.apply)(params, x, residual), want + residual)
@@ -215,9 +216,7 @@ def test_nnx_conv_pair_matches_plain_conv_pair():
     plain = PlainNnxConvPair(8, 16, 8, nnx.Rngs(2))
     synced = cs.flax.nnx.SyncedConvPair(8, 16, 8, kernel_init=_fast_conv_init, rngs=nnx.Rngs(2))
     plain_state, synced_state = nnx.state(plain, nnx.Param), nnx.state(synced, nnx.Param)
-    assert _shapes(synced_state) == _shapes(plain_state)
-    jax.tree.map(np.testing.assert_array_equal, synced_state, plain_state)
-    bumped = _perturbed(plain_state, 17)
+    bumped = _same_params_perturbed(synced_state, plain_state, 17)
     nnx.update(plain, bumped)
     nnx.update(synced, bumped)
     _assert_close(nnx.jit(lambda m, x, r: m(x, r))(synced, x, residual), plain(x, residual))
